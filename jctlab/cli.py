@@ -1,0 +1,265 @@
+"""The ``jctlab`` command (SPEC §6). Exit codes: 0 ok/valid, 1 invalid schedule, 2 bad input.
+
+Verbs from other packages (evaluate, report, train...) and the methods, policies and instance kinds
+they bring are found through entry points (:mod:`jctlab.registry`); the core imports none of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import __version__, registry
+from .errors import InputError
+from .kinds import KINDS
+from .model import load_instance, load_schedule, save_instance, save_schedule
+from .replay import Replay, replay
+from .schema import SCHEMAS
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        raise InputError("command line", "", message)
+
+
+def _summary(inst_name: str, method: str, status: str, rep: Replay | None, lower_bound: float | None,
+             runtime_s: float | None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "instance": inst_name, "method": method, "status": status,
+        "valid": bool(rep and rep.valid), "objective": rep.objective if rep else None,
+        "lower_bound": lower_bound, "runtime_s": runtime_s,
+        "metrics": dict(rep.metrics) if rep else {},
+    }
+    if rep is not None and not rep.valid:
+        out["error"] = rep.error
+    return out
+
+
+def _print(summary: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(summary, allow_nan=False, default=_nan_to_none))
+        return
+    print(f"{summary['instance']}  method={summary['method']}  status={summary['status']}  valid={summary['valid']}")
+    if summary.get("error"):
+        print(f"  invalid: {summary['error']}")
+    if summary["objective"] is not None:
+        print(f"  objective={summary['objective']:.6g}  lower_bound={summary['lower_bound']}  runtime_s={summary['runtime_s']}")
+    for k, v in summary["metrics"].items():
+        print(f"  {k:>20} = {v:.6g}" if isinstance(v, float) else f"  {k:>20} = {v}")
+
+
+def _nan_to_none(x: Any) -> Any:
+    return None
+
+
+def _json_safe(d: Any) -> Any:
+    import math
+
+    if isinstance(d, float) and not math.isfinite(d):
+        return None
+    if isinstance(d, dict):
+        return {k: _json_safe(v) for k, v in d.items()}
+    if isinstance(d, list):
+        return [_json_safe(v) for v in d]
+    return d
+
+
+# ----------------------------------------------------------------------------- verbs
+
+
+def cmd_replay(a: argparse.Namespace) -> int:
+    inst = load_instance(a.instance)
+    sched = load_schedule(a.schedule)
+    rep = replay(inst, sched, source=a.schedule)
+    c = sched.claimed
+    status = c.status if c else ("feasible" if rep.valid else "error")
+    _print(_json_safe(_summary(inst.name, sched.method, status, rep, c.lower_bound if c else None,
+                               c.runtime_s if c else None)), a.json)
+    return 0 if rep.valid else 1
+
+
+def cmd_schema(a: argparse.Namespace) -> int:
+    print(json.dumps(SCHEMAS[a.which](), indent=1))
+    return 0
+
+
+def _parse_options(extra: Sequence[str]) -> dict[str, Any]:
+    """``--key value`` pairs left over by argparse become keyword options of the method/policy."""
+    opts: dict[str, Any] = {}
+    it = iter(extra)
+    for tok in it:
+        if not tok.startswith("--") or len(tok) < 3:
+            raise InputError("command line", tok, "unexpected argument")
+        key, _, val = tok[2:].partition("=")
+        if not _:
+            val = next(it, None)
+            if val is None or val.startswith("--"):
+                raise InputError("command line", tok, "needs a value")
+        opts[key.replace("-", "_")] = _coerce(val)
+    return opts
+
+
+def _coerce(v: str) -> Any:
+    for f in (int, float):
+        try:
+            return f(v)
+        except ValueError:
+            pass
+    if v.lower() in ("true", "false"):
+        return v.lower() == "true"
+    return v
+
+
+def _check_options(fn: Any, opts: dict[str, Any], what: str) -> None:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return
+    for k in opts:
+        if k not in sig.parameters:
+            raise InputError("command line", f"--{k.replace('_', '-')}", f"not an option of {what}")
+
+
+def cmd_solve(a: argparse.Namespace, extra: Sequence[str]) -> int:
+    inst = load_instance(a.instance)
+    fn = registry.method(a.method)
+    if fn is None:
+        raise InputError("command line", "--method",
+                         f"unknown method {a.method!r} (known: {', '.join(registry.names('jctlab.methods')) or 'none'})")
+    if a.time_limit is not None and a.time_limit <= 0:
+        raise InputError("command line", "--time-limit", "must be > 0")
+    if a.threads < 1:
+        raise InputError("command line", "--threads", "must be >= 1")
+    opts = _parse_options(extra)
+    _check_options(fn, opts, f"method {a.method}")
+    hint = load_schedule(a.hint) if a.hint else None
+    res = fn(inst, time_limit=a.time_limit, threads=a.threads, seed=a.seed, hint=hint, **opts)
+    rep = None
+    sched = res.claimed_schedule()
+    if sched is not None:
+        rep = replay(inst, sched)
+        if a.out and rep.valid:
+            save_schedule(sched, a.out)
+    _print(_json_safe(_summary(inst.name, a.method, res.status if (rep is None or rep.valid) else "error", rep,
+                               res.lower_bound, res.runtime_s)), a.json)
+    return 1 if rep is not None and not rep.valid else 0
+
+
+def cmd_simulate(a: argparse.Namespace, extra: Sequence[str]) -> int:
+    from .simulate import PolicyError, simulate
+
+    inst = load_instance(a.instance)
+    factory = registry.policy_factory(a.policy)
+    if factory is None:
+        raise InputError("command line", "--policy",
+                         f"unknown policy {a.policy!r} (known: {', '.join(registry.names('jctlab.policies'))}, "
+                         f"or QUEUE+PLACEMENT from {', '.join(registry.names('jctlab.policy_families')) or 'none'})")
+    if a.round is not None and a.round <= 0:
+        raise InputError("command line", "--round", "must be > 0")
+    opts = _parse_options(extra)
+    _check_options(factory, opts, f"policy {a.policy}")
+    policy = factory(inst, seed=a.seed, **opts)
+    round_s = a.round if a.round is not None else getattr(policy, "round_s", None)
+    try:
+        sched, rep = simulate(inst, policy, round_s=round_s, method=a.policy)
+    except PolicyError as e:
+        raise InputError(a.instance, "--policy", str(e)) from None
+    if a.out:
+        save_schedule(sched, a.out)
+    _print(_json_safe(_summary(inst.name, a.policy, "feasible", rep, None, sched.claimed.runtime_s)), a.json)  # type: ignore[union-attr]
+    return 0
+
+
+def cmd_make_instance(a: argparse.Namespace) -> int:
+    kind = a.kind_obj
+    inst = kind.build(a)
+    save_instance(inst, a.out)
+    print(f"wrote {a.out}: {inst.name} ({inst.problem}, {len(inst.jobs)} jobs, {len(inst.cluster.gpus)} GPUs)",
+          file=sys.stderr)
+    return 0
+
+
+# ----------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="jctlab", description="Exact and certified-bounded JCT references for DL cluster schedulers.")
+    p.add_argument("--version", action="version", version=f"jctlab {__version__}")
+    sub = p.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+
+    r = sub.add_parser("replay", help="check a schedule against an instance and compute its metrics")
+    r.add_argument("instance")
+    r.add_argument("schedule")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=cmd_replay)
+
+    s = sub.add_parser("schema", help="print the JSON Schema of a format")
+    s.add_argument("which", choices=sorted(SCHEMAS))
+    s.set_defaults(func=cmd_schema)
+
+    so = sub.add_parser("solve", help="run an offline method (oracle, matching, sampling...) on an instance")
+    so.add_argument("instance")
+    so.add_argument("--method", required=True)
+    so.add_argument("--time-limit", type=float, default=None)
+    so.add_argument("--threads", type=int, default=1)
+    so.add_argument("--seed", type=int, default=0)
+    so.add_argument("--hint", default=None, help="a schedule to warm-start from")
+    so.add_argument("--out", default=None)
+    so.add_argument("--json", action="store_true")
+    so.set_defaults(func=cmd_solve, takes_extra=True)
+
+    si = sub.add_parser("simulate", help="run an online policy through the event-driven simulator")
+    si.add_argument("instance")
+    si.add_argument("--policy", required=True)
+    si.add_argument("--round", type=float, default=None, help="round length in seconds (round-based policies)")
+    si.add_argument("--seed", type=int, default=0)
+    si.add_argument("--out", default=None)
+    si.add_argument("--json", action="store_true")
+    si.set_defaults(func=cmd_simulate, takes_extra=True)
+
+    mk = sub.add_parser("make-instance", help="generate an instance or build one from real traces")
+    mk_sub = mk.add_subparsers(dest="kind", required=True, parser_class=_Parser)
+    kinds = dict(KINDS)
+    for name, ep in registry.group("jctlab.instance_kinds").items():
+        kinds.setdefault(name, ep.load())
+    for name, kind in sorted(kinds.items()):
+        kp = mk_sub.add_parser(name, help=kind.help)
+        kind.add_arguments(kp)
+        kp.add_argument("--out", required=True, help="instance file to write")
+        kp.set_defaults(func=cmd_make_instance, kind_obj=kind)
+
+    for name, ep in registry.group("jctlab.commands").items():
+        ep.load()(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser()
+        a, extra = parser.parse_known_args(argv)
+        if extra and not getattr(a, "takes_extra", False):
+            raise InputError("command line", extra[0], "unrecognized argument")
+        if getattr(a, "takes_extra", False):
+            return a.func(a, extra)
+        return a.func(a)
+    except InputError as e:
+        print(f"jctlab: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("jctlab: interrupted", file=sys.stderr)
+        return 130
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

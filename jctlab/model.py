@@ -1,0 +1,604 @@
+"""The instance and schedule model of SPEC §1 and §4: frozen dataclasses, JSON load/save, validation.
+
+Every reader raises :class:`InputError` naming the file, the field (as a JSON path such as
+``jobs[3].samples_per_s.v100``) and the reason. Unknown optional fields are kept in ``extra`` and
+written back unchanged; an unknown ``format`` version is an error.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import InputError
+
+INSTANCE_FORMAT = "jctlab.instance/1"
+SCHEDULE_FORMAT = "jctlab.schedule/1"
+PROBLEMS = ("static", "offline", "preemptive")
+OBJECTIVES = ("mean_jct", "weighted_jct", "makespan")
+SPLITS = ("proportional", "equal")
+STATUSES = ("optimal", "feasible", "bound_only", "infeasible", "timeout_no_solution", "error")
+
+
+# --------------------------------------------------------------------------- instance
+
+
+@dataclass(frozen=True)
+class GPU:
+    node: str
+    index: int
+    type: str
+    variability: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return f"{self.node}:{self.index}"
+
+    def factor(self, job_class: str | None) -> float:
+        """PAL's per-GPU slowdown for a job class (1.0 when absent)."""
+        if job_class is None:
+            return 1.0
+        return self.variability.get(job_class, 1.0)
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    cpus: float
+    mem_gb: float
+    gpus: tuple[GPU, ...]
+
+    @property
+    def fair_cpus(self) -> float:
+        return self.cpus / len(self.gpus) if self.gpus else 0.0
+
+    @property
+    def fair_mem_gb(self) -> float:
+        return self.mem_gb / len(self.gpus) if self.gpus else 0.0
+
+
+@dataclass(frozen=True)
+class Cluster:
+    nodes: tuple[Node, ...]
+    intra_node_gbps: float = 100.0
+    inter_node_gbps: float = 25.0
+    locality_penalty: float = 1.0
+    split: str = "proportional"
+    interference: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    restart_s: float = 0.0
+
+    @cached_property
+    def gpus(self) -> tuple[GPU, ...]:
+        return tuple(g for n in self.nodes for g in n.gpus)
+
+    @cached_property
+    def gpu(self) -> dict[str, GPU]:
+        return {g.id: g for g in self.gpus}
+
+    @cached_property
+    def node(self) -> dict[str, Node]:
+        return {n.name: n for n in self.nodes}
+
+    @cached_property
+    def gpu_types(self) -> tuple[str, ...]:
+        return tuple(sorted({g.type for g in self.gpus}))
+
+    @cached_property
+    def has_interference(self) -> bool:
+        return any(v > 0 for row in self.interference.values() for v in row.values())
+
+    def interference_of(self, a: str | None, b: str | None) -> float:
+        if a is None or b is None:
+            return 0.0
+        return self.interference.get(a, {}).get(b, 0.0)
+
+
+@dataclass(frozen=True)
+class CpuMem:
+    """Synergy-style sensitivity: (cpus_per_gpu, mem_gb_per_gpu, speedup); fair share has speedup 1."""
+
+    levels: tuple[tuple[float, float, float], ...]
+
+    def speedup(self, cpus_per_gpu: float, mem_gb_per_gpu: float) -> float | None:
+        for c, m, s in self.levels:
+            if math.isclose(c, cpus_per_gpu, rel_tol=1e-9, abs_tol=1e-9) and math.isclose(
+                m, mem_gb_per_gpu, rel_tol=1e-9, abs_tol=1e-9
+            ):
+                return s
+        return None
+
+
+@dataclass(frozen=True)
+class PSConfig:
+    max_ps: int
+    ps_cpus: float
+    theta: tuple[float, float, float, float]
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    arrival: float
+    batch: float
+    iterations: float
+    samples_per_s: Mapping[str, float]
+    comm_mb: float = 0.0
+    sizes: tuple[int, ...] = (1,)
+    job_class: str | None = None
+    weight: float = 1.0
+    model: str | None = None
+    cpu_mem: CpuMem | None = None
+    ps: PSConfig | None = None
+    measured: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def can_use(self, gpu_type: str) -> bool:
+        return self.samples_per_s.get(gpu_type, 0.0) > 0
+
+
+@dataclass(frozen=True)
+class Instance:
+    name: str
+    problem: str
+    objective: str
+    cluster: Cluster
+    jobs: tuple[Job, ...]
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def job(self) -> dict[str, Job]:
+        return {j.name: j for j in self.jobs}
+
+    @cached_property
+    def index(self) -> dict[str, int]:
+        return {j.name: i for i, j in enumerate(self.jobs)}
+
+    # -- JSON ---------------------------------------------------------------------------
+    @staticmethod
+    def from_dict(d: Any, source: str = "<instance>") -> "Instance":
+        return _InstanceReader(source).read(d)
+
+    def to_dict(self) -> dict[str, Any]:
+        return instance_to_dict(self)
+
+    def replace_jobs(self, jobs: tuple[Job, ...] | list[Job], **changes: Any) -> "Instance":
+        from dataclasses import replace
+
+        return replace(self, jobs=tuple(jobs), **changes)
+
+
+# --------------------------------------------------------------------------- schedule
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """What a job holds while it runs: GPUs, PS nodes and a CPU/memory level (None = fair share)."""
+
+    gpus: tuple[str, ...]
+    ps_nodes: tuple[str, ...] = ()
+    cpus_per_gpu: float | None = None
+    mem_gb_per_gpu: float | None = None
+
+
+@dataclass(frozen=True)
+class Segment:
+    job: str
+    start: float
+    end: float | None
+    alloc: Allocation
+
+    @property
+    def gpus(self) -> tuple[str, ...]:
+        return self.alloc.gpus
+
+
+@dataclass(frozen=True)
+class Claimed:
+    objective: float | None = None
+    lower_bound: float | None = None
+    status: str = "feasible"
+    runtime_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    instance: str
+    method: str
+    segments: tuple[Segment, ...]
+    claimed: Claimed | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @staticmethod
+    def from_dict(d: Any, source: str = "<schedule>") -> "Schedule":
+        return _ScheduleReader(source).read(d)
+
+    def to_dict(self) -> dict[str, Any]:
+        return schedule_to_dict(self)
+
+    def with_claim(self, claimed: Claimed) -> "Schedule":
+        from dataclasses import replace
+
+        return replace(self, claimed=claimed)
+
+
+# --------------------------------------------------------------------------- readers
+
+
+class _Reader:
+    """Small typed accessors that turn every problem into an InputError with a JSON path."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, path: str, reason: str) -> InputError:
+        return InputError(self.source, path, reason)
+
+    def obj(self, v: Any, path: str) -> dict:
+        if not isinstance(v, dict):
+            raise self.fail(path, f"expected an object, got {_kind(v)}")
+        return v
+
+    def lst(self, v: Any, path: str) -> list:
+        if not isinstance(v, list):
+            raise self.fail(path, f"expected a list, got {_kind(v)}")
+        return v
+
+    def get(self, d: dict, key: str, path: str) -> Any:
+        if key not in d:
+            raise self.fail(_join(path, key), "missing required field")
+        return d[key]
+
+    def num(self, v: Any, path: str, lo: float | None = 0.0, strict: bool = False) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise self.fail(path, f"expected a number, got {_kind(v)}")
+        x = float(v)
+        if not math.isfinite(x):
+            raise self.fail(path, f"must be finite, got {v}")
+        if lo is not None and (x < lo or (strict and x == lo)):
+            raise self.fail(path, f"must be {'>' if strict else '>='} {lo:g}, got {v}")
+        return x
+
+    def int_(self, v: Any, path: str, lo: int = 0) -> int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            if isinstance(v, float) and v.is_integer():
+                v = int(v)
+            else:
+                raise self.fail(path, f"expected an integer, got {_kind(v)}")
+        if v < lo:
+            raise self.fail(path, f"must be >= {lo}, got {v}")
+        return int(v)
+
+    def str_(self, v: Any, path: str) -> str:
+        if not isinstance(v, str) or not v:
+            raise self.fail(path, f"expected a non-empty string, got {_kind(v)}")
+        return v
+
+    def choice(self, v: Any, path: str, options: tuple[str, ...]) -> str:
+        if v not in options:
+            raise self.fail(path, f"must be one of {'|'.join(options)}, got {v!r}")
+        return v
+
+    def fmt(self, d: dict, expected: str) -> None:
+        f = d.get("format")
+        if f is None:
+            raise self.fail("format", f"missing required field (expected {expected!r})")
+        if f != expected:
+            raise self.fail("format", f"unsupported format {f!r} (this jctlab reads {expected!r})")
+
+
+class _InstanceReader(_Reader):
+    KNOWN_TOP = {"format", "name", "problem", "objective", "cluster", "jobs"}
+    KNOWN_JOB = {
+        "name", "model", "arrival", "batch", "iterations", "samples_per_s", "comm_mb", "sizes",
+        "class", "weight", "cpu_mem", "ps", "measured",
+    }
+
+    def read(self, d: Any) -> Instance:
+        d = self.obj(d, "(top level)")
+        self.fmt(d, INSTANCE_FORMAT)
+        name = self.str_(self.get(d, "name", ""), "name")
+        problem = self.choice(self.get(d, "problem", ""), "problem", PROBLEMS)
+        objective = self.choice(d.get("objective", "mean_jct"), "objective", OBJECTIVES)
+        cluster = self.cluster(self.obj(self.get(d, "cluster", ""), "cluster"))
+        jobs_raw = self.lst(self.get(d, "jobs", ""), "jobs")
+        if not jobs_raw:
+            raise self.fail("jobs", "an instance needs at least one job")
+        jobs = tuple(self.job(j, f"jobs[{i}]", cluster) for i, j in enumerate(jobs_raw))
+        seen: set[str] = set()
+        for i, j in enumerate(jobs):
+            if j.name in seen:
+                raise self.fail(f"jobs[{i}].name", f"duplicate job name {j.name!r}")
+            seen.add(j.name)
+        if problem == "static" and any(j.arrival != 0 for j in jobs):
+            i = next(i for i, j in enumerate(jobs) if j.arrival != 0)
+            raise self.fail(f"jobs[{i}].arrival", "static instances have every arrival at 0")
+        extra = {k: v for k, v in d.items() if k not in self.KNOWN_TOP}
+        return Instance(name, problem, objective, cluster, jobs, extra)
+
+    def cluster(self, c: dict) -> Cluster:
+        nodes_raw = self.lst(self.get(c, "nodes", "cluster"), "cluster.nodes")
+        if not nodes_raw:
+            raise self.fail("cluster.nodes", "a cluster needs at least one node")
+        nodes = []
+        names: set[str] = set()
+        for i, n in enumerate(nodes_raw):
+            p = f"cluster.nodes[{i}]"
+            n = self.obj(n, p)
+            name = self.str_(self.get(n, "name", p), f"{p}.name")
+            if name in names:
+                raise self.fail(f"{p}.name", f"duplicate node name {name!r}")
+            if ":" in name:
+                raise self.fail(f"{p}.name", "node names may not contain ':'")
+            names.add(name)
+            cpus = self.num(n.get("cpus", 0), f"{p}.cpus")
+            mem = self.num(n.get("mem_gb", 0), f"{p}.mem_gb")
+            gpus = []
+            for k, g in enumerate(self.lst(n.get("gpus", []), f"{p}.gpus")):
+                gp = f"{p}.gpus[{k}]"
+                g = self.obj(g, gp)
+                t = self.str_(self.get(g, "type", gp), f"{gp}.type")
+                var = self.obj(g.get("variability") or {}, f"{gp}.variability")
+                var = {str(cl): self.num(x, f"{gp}.variability.{cl}") for cl, x in var.items()}
+                gpus.append(GPU(name, k, t, var))
+            nodes.append(Node(name, cpus, mem, tuple(gpus)))
+        if not any(n.gpus for n in nodes):
+            raise self.fail("cluster.nodes", "the cluster has no GPU")
+        inter = self.obj(c.get("interference") or {}, "cluster.interference")
+        interference = {}
+        for a, row in inter.items():
+            row = self.obj(row, f"cluster.interference.{a}")
+            interference[str(a)] = {
+                str(b): self.num(x, f"cluster.interference.{a}.{b}") for b, x in row.items()
+            }
+        return Cluster(
+            nodes=tuple(nodes),
+            intra_node_gbps=self.num(c.get("intra_node_gbps", 100.0), "cluster.intra_node_gbps", 0, True),
+            inter_node_gbps=self.num(c.get("inter_node_gbps", 25.0), "cluster.inter_node_gbps", 0, True),
+            locality_penalty=self.num(c.get("locality_penalty", 1.0), "cluster.locality_penalty", 1.0),
+            split=self.choice(c.get("split", "proportional"), "cluster.split", SPLITS),
+            interference=interference,
+            restart_s=self.num(c.get("restart_s", 0.0), "cluster.restart_s"),
+        )
+
+    def job(self, j: Any, p: str, cluster: Cluster) -> Job:
+        j = self.obj(j, p)
+        name = self.str_(self.get(j, "name", p), f"{p}.name")
+        sps_raw = self.obj(self.get(j, "samples_per_s", p), f"{p}.samples_per_s")
+        sps = {str(t): self.num(x, f"{p}.samples_per_s.{t}") for t, x in sps_raw.items()}
+        if not any(x > 0 for x in sps.values()):
+            raise self.fail(f"{p}.samples_per_s", "no GPU type can host this job (all rates are 0)")
+        sizes_raw = self.lst(j.get("sizes", [1]), f"{p}.sizes")
+        if not sizes_raw:
+            raise self.fail(f"{p}.sizes", "needs at least one allowed GPU count")
+        sizes = tuple(sorted({self.int_(s, f"{p}.sizes[{i}]", 1) for i, s in enumerate(sizes_raw)}))
+        total = len(cluster.gpus)
+        if sizes[0] > total:
+            raise self.fail(f"{p}.sizes", f"every size is larger than the cluster ({total} GPUs)")
+        cls = j.get("class")
+        if cls is not None:
+            cls = self.str_(cls, f"{p}.class")
+        model = j.get("model")
+        if model is not None:
+            model = self.str_(model, f"{p}.model")
+        cpu_mem = None
+        if j.get("cpu_mem") is not None:
+            cm = self.obj(j["cpu_mem"], f"{p}.cpu_mem")
+            lv = self.lst(self.get(cm, "levels", f"{p}.cpu_mem"), f"{p}.cpu_mem.levels")
+            levels = []
+            for i, row in enumerate(lv):
+                rp = f"{p}.cpu_mem.levels[{i}]"
+                row = self.lst(row, rp)
+                if len(row) != 3:
+                    raise self.fail(rp, "expected [cpus_per_gpu, mem_gb_per_gpu, speedup]")
+                levels.append((self.num(row[0], rp + "[0]"), self.num(row[1], rp + "[1]"),
+                               self.num(row[2], rp + "[2]", 0, True)))
+            if not levels:
+                raise self.fail(f"{p}.cpu_mem.levels", "needs at least one level")
+            cpu_mem = CpuMem(tuple(levels))
+        ps = None
+        if j.get("ps") is not None:
+            pr = self.obj(j["ps"], f"{p}.ps")
+            theta = self.lst(self.get(pr, "theta", f"{p}.ps"), f"{p}.ps.theta")
+            if len(theta) != 4:
+                raise self.fail(f"{p}.ps.theta", "expected four overhead terms [t1, t2, t3, t4]")
+            ps = PSConfig(
+                max_ps=self.int_(self.get(pr, "max_ps", f"{p}.ps"), f"{p}.ps.max_ps", 1),
+                ps_cpus=self.num(pr.get("ps_cpus", 0), f"{p}.ps.ps_cpus"),
+                theta=tuple(self.num(t, f"{p}.ps.theta[{i}]") for i, t in enumerate(theta)),  # type: ignore[arg-type]
+            )
+        measured: dict[str, dict[int, float]] = {}
+        for key, table in self.obj(j.get("measured") or {}, f"{p}.measured").items():
+            mp = f"{p}.measured.{key}"
+            table = self.obj(table, mp)
+            row = {}
+            for n, x in table.items():
+                try:
+                    k = int(n)
+                except (TypeError, ValueError):
+                    raise self.fail(f"{mp}.{n}", "GPU counts are integer keys") from None
+                row[k] = self.num(x, f"{mp}.{n}", 0, True)
+            measured[str(key)] = row
+        extra = {k: v for k, v in j.items() if k not in self.KNOWN_JOB}
+        return Job(
+            name=name,
+            arrival=self.num(self.get(j, "arrival", p), f"{p}.arrival"),
+            batch=self.num(self.get(j, "batch", p), f"{p}.batch", 0, True),
+            iterations=self.num(self.get(j, "iterations", p), f"{p}.iterations", 0, True),
+            samples_per_s=sps,
+            comm_mb=self.num(j.get("comm_mb", 0.0) or 0.0, f"{p}.comm_mb"),
+            sizes=sizes,
+            job_class=cls,
+            weight=self.num(j.get("weight", 1.0), f"{p}.weight", 0, True),
+            model=model,
+            cpu_mem=cpu_mem,
+            ps=ps,
+            measured=measured,
+            extra=extra,
+        )
+
+
+class _ScheduleReader(_Reader):
+    KNOWN_TOP = {"format", "instance", "method", "segments", "claimed"}
+
+    def read(self, d: Any) -> Schedule:
+        d = self.obj(d, "(top level)")
+        self.fmt(d, SCHEDULE_FORMAT)
+        inst = self.str_(self.get(d, "instance", ""), "instance")
+        method = self.str_(d.get("method", "unknown"), "method")
+        segs = []
+        for i, s in enumerate(self.lst(self.get(d, "segments", ""), "segments")):
+            p = f"segments[{i}]"
+            s = self.obj(s, p)
+            start = self.num(self.get(s, "start", p), f"{p}.start")
+            end = s.get("end")
+            end = None if end is None else self.num(end, f"{p}.end")
+            gpus = tuple(self.str_(g, f"{p}.gpus[{k}]") for k, g in enumerate(self.lst(self.get(s, "gpus", p), f"{p}.gpus")))
+            psn = tuple(self.str_(n, f"{p}.ps_nodes[{k}]") for k, n in enumerate(self.lst(s.get("ps_nodes") or [], f"{p}.ps_nodes")))
+            cpg = s.get("cpus_per_gpu")
+            mpg = s.get("mem_gb_per_gpu")
+            cpg = None if cpg is None else self.num(cpg, f"{p}.cpus_per_gpu")
+            mpg = None if mpg is None else self.num(mpg, f"{p}.mem_gb_per_gpu")
+            segs.append(Segment(self.str_(self.get(s, "job", p), f"{p}.job"), start, end, Allocation(gpus, psn, cpg, mpg)))
+        claimed = None
+        if d.get("claimed") is not None:
+            c = self.obj(d["claimed"], "claimed")
+            obj = c.get("objective")
+            lb = c.get("lower_bound")
+            rt = c.get("runtime_s")
+            claimed = Claimed(
+                objective=None if obj is None else self.num(obj, "claimed.objective", None),
+                lower_bound=None if lb is None else self.num(lb, "claimed.lower_bound", None),
+                status=self.choice(c.get("status", "feasible"), "claimed.status", STATUSES),
+                runtime_s=None if rt is None else self.num(rt, "claimed.runtime_s"),
+            )
+        extra = {k: v for k, v in d.items() if k not in self.KNOWN_TOP}
+        return Schedule(inst, method, tuple(segs), claimed, extra)
+
+
+# --------------------------------------------------------------------------- writers
+
+
+def instance_to_dict(inst: Instance) -> dict[str, Any]:
+    c = inst.cluster
+    nodes = []
+    for n in c.nodes:
+        gpus = []
+        for g in n.gpus:
+            gd: dict[str, Any] = {"type": g.type}
+            if g.variability:
+                gd["variability"] = dict(g.variability)
+            gpus.append(gd)
+        nodes.append({"name": n.name, "cpus": n.cpus, "mem_gb": n.mem_gb, "gpus": gpus})
+    jobs = []
+    for j in inst.jobs:
+        jd: dict[str, Any] = {"name": j.name}
+        if j.model is not None:
+            jd["model"] = j.model
+        jd.update(
+            arrival=j.arrival, batch=j.batch, iterations=j.iterations,
+            samples_per_s=dict(j.samples_per_s), comm_mb=j.comm_mb, sizes=list(j.sizes),
+            **{"class": j.job_class}, weight=j.weight,
+            cpu_mem=None if j.cpu_mem is None else {"levels": [list(l) for l in j.cpu_mem.levels]},
+            ps=None if j.ps is None else {"max_ps": j.ps.max_ps, "ps_cpus": j.ps.ps_cpus, "theta": list(j.ps.theta)},
+        )
+        if j.measured:
+            jd["measured"] = {k: {str(n): x for n, x in row.items()} for k, row in j.measured.items()}
+        jd.update(j.extra)
+        jobs.append(jd)
+    out: dict[str, Any] = {
+        "format": INSTANCE_FORMAT, "name": inst.name, "problem": inst.problem,
+        "objective": inst.objective,
+        "cluster": {
+            "nodes": nodes, "intra_node_gbps": c.intra_node_gbps, "inter_node_gbps": c.inter_node_gbps,
+            "locality_penalty": c.locality_penalty, "split": c.split,
+            "interference": {a: dict(r) for a, r in c.interference.items()}, "restart_s": c.restart_s,
+        },
+        "jobs": jobs,
+    }
+    out.update(inst.extra)
+    return out
+
+
+def schedule_to_dict(s: Schedule) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "format": SCHEDULE_FORMAT, "instance": s.instance, "method": s.method,
+        "segments": [
+            {"job": g.job, "start": g.start, "end": g.end, "gpus": list(g.alloc.gpus),
+             "ps_nodes": list(g.alloc.ps_nodes), "cpus_per_gpu": g.alloc.cpus_per_gpu,
+             "mem_gb_per_gpu": g.alloc.mem_gb_per_gpu}
+            for g in s.segments
+        ],
+    }
+    if s.claimed is not None:
+        c = s.claimed
+        out["claimed"] = {"objective": c.objective, "lower_bound": c.lower_bound, "status": c.status,
+                          "runtime_s": c.runtime_s}
+    out.update(s.extra)
+    return out
+
+
+# --------------------------------------------------------------------------- files
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise InputError(str(p), "", "no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(str(p), "", f"cannot read: {e.__class__.__name__}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(str(p), "", f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+
+
+def load_instance(path: str | os.PathLike) -> Instance:
+    return Instance.from_dict(read_json(path), source=str(path))
+
+
+def load_schedule(path: str | os.PathLike) -> Schedule:
+    return Schedule.from_dict(read_json(path), source=str(path))
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
+    """Write via a temporary file and rename, so a failure never leaves half a file."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, allow_nan=False)
+            f.write("\n")
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def save_instance(inst: Instance, path: str | os.PathLike) -> None:
+    write_json_atomic(path, inst.to_dict())
+
+
+def save_schedule(s: Schedule, path: str | os.PathLike) -> None:
+    write_json_atomic(path, s.to_dict())
+
+
+def _kind(v: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(v), type(v).__name__
+    )
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key

@@ -1,0 +1,46 @@
+"""Plug-in points, read from entry points so the core imports none of the other packages.
+
+Groups (declared in pyproject.toml by each package):
+- ``jctlab.methods``: NAME = module:solver  (a :class:`jctlab.result.Solver`)
+- ``jctlab.policies``: NAME = module:factory  (``factory(inst, seed=0, **options) -> Policy``)
+- ``jctlab.policy_families``: NAME = module:resolve  (``resolve(name) -> factory | None``, for
+  composite names such as ``fifo+pal``)
+- ``jctlab.commands``: NAME = module:register  (``register(subparsers)`` adds CLI verbs)
+- ``jctlab.instance_kinds``: NAME = module:kind  (an object with ``help``, ``add_arguments(parser)``
+  and ``build(args) -> Instance``, for ``jctlab make-instance NAME``)
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any, Callable
+
+
+@lru_cache(maxsize=None)
+def group(name: str) -> dict[str, EntryPoint]:
+    return {ep.name: ep for ep in entry_points(group=name)}
+
+
+def load(group_name: str, name: str) -> Any | None:
+    ep = group(group_name).get(name)
+    return None if ep is None else ep.load()
+
+
+def method(name: str) -> Callable[..., Any] | None:
+    return load("jctlab.methods", name)
+
+
+def policy_factory(name: str) -> Callable[..., Any] | None:
+    f = load("jctlab.policies", name)
+    if f is not None:
+        return f
+    for ep in sorted(group("jctlab.policy_families").values(), key=lambda e: e.name):
+        f = ep.load()(name)
+        if f is not None:
+            return f
+    return None
+
+
+def names(group_name: str) -> list[str]:
+    return sorted(group(group_name))

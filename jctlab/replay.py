@@ -1,0 +1,116 @@
+"""Replay: check a schedule against every validity rule of SPEC §4 and compute what it achieves.
+
+References that do not resolve in the instance (an unknown job, GPU id or node, or a schedule made
+for another instance) are bad input (:class:`InputError`, exit 2); a well-formed schedule that breaks
+a rule is invalid (``Replay.valid`` is False, exit 1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .engine import Engine, time_tol
+from .errors import InputError, InvalidSchedule
+from .metrics import compute_metrics, objective_value
+from .model import Instance, Schedule, Segment
+
+OBJECTIVE_RTOL = 1e-6
+
+
+@dataclass(frozen=True)
+class Replay:
+    valid: bool
+    error: str | None = None
+    objective: float | None = None
+    completion: dict[str, float] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def check_references(inst: Instance, sched: Schedule, source: str = "<schedule>") -> None:
+    if sched.instance != inst.name:
+        raise InputError(source, "instance", f"schedule is for instance {sched.instance!r}, not {inst.name!r}")
+    gpu, node = inst.cluster.gpu, inst.cluster.node
+    for i, s in enumerate(sched.segments):
+        if s.job not in inst.job:
+            raise InputError(source, f"segments[{i}].job", f"unknown job {s.job!r}")
+        for k, g in enumerate(s.alloc.gpus):
+            if g not in gpu:
+                raise InputError(source, f"segments[{i}].gpus[{k}]", f"unknown GPU id {g!r}")
+        for k, n in enumerate(s.alloc.ps_nodes):
+            if n not in node:
+                raise InputError(source, f"segments[{i}].ps_nodes[{k}]", f"unknown node {n!r}")
+
+
+def replay(inst: Instance, sched: Schedule, source: str = "<schedule>", with_fairness: bool = True) -> Replay:
+    check_references(inst, sched, source)
+    try:
+        engine, per_job = _run(inst, sched)
+    except InvalidSchedule as e:
+        return Replay(False, str(e))
+    completion = [c for c in engine.completion]
+    first = [f for f in engine.first_start]
+    preemptions = sum(len(v) - 1 for v in per_job)
+    metrics = compute_metrics(inst, completion, first, engine.gpu_seconds, preemptions, with_fairness)  # type: ignore[arg-type]
+    obj = objective_value(inst, completion)  # type: ignore[arg-type]
+    comp = {j.name: c for j, c in zip(inst.jobs, completion)}
+    c = sched.claimed
+    if c is not None and c.objective is not None:
+        if not math.isclose(c.objective, obj, rel_tol=OBJECTIVE_RTOL, abs_tol=1e-9):
+            return Replay(False, f"claimed objective {c.objective!r} differs from the replayed {obj!r}", obj, comp, metrics)
+    if c is not None and c.lower_bound is not None and c.lower_bound > obj * (1 + OBJECTIVE_RTOL) + 1e-9:
+        return Replay(False, f"claimed lower bound {c.lower_bound!r} exceeds the replayed objective {obj!r}", obj, comp, metrics)
+    return Replay(True, None, obj, comp, metrics)
+
+
+def _run(inst: Instance, sched: Schedule) -> tuple[Engine, list[list[Segment]]]:
+    per_job: list[list[Segment]] = [[] for _ in inst.jobs]
+    for s in sched.segments:
+        per_job[inst.index[s.job]].append(s)
+    for j, segs in enumerate(per_job):
+        name = inst.jobs[j].name
+        if not segs:
+            raise InvalidSchedule(f"job {name} has no segment")
+        if inst.problem != "preemptive":
+            if len(segs) != 1:
+                raise InvalidSchedule(f"job {name} has {len(segs)} segments; {inst.problem} schedules have one per job")
+            if segs[0].end is not None:
+                raise InvalidSchedule(f"job {name}: non-preemptive segments run to completion (end must be null)")
+        for k, s in enumerate(segs):
+            if s.end is None and k < len(segs) - 1:
+                raise InvalidSchedule(f"job {name}: segment {k} has no end but is not the job's last")
+            if s.end is not None and s.end <= s.start:
+                raise InvalidSchedule(f"job {name}: segment {k} ends at {s.end:g}, not after its start {s.start:g}")
+            if k and s.start < segs[k - 1].end - time_tol(s.start):  # type: ignore[operator]
+                raise InvalidSchedule(f"job {name}: segment {k} starts before segment {k - 1} ends (segments in time order)")
+
+    # events: (time, kind, job, segment index); stops (0) before starts (1) at equal times
+    events = []
+    for j, segs in enumerate(per_job):
+        for k, s in enumerate(segs):
+            events.append((s.start, 1, j, k))
+            if s.end is not None:
+                events.append((s.end, 0, j, k))
+    events.sort()
+
+    eng = Engine(inst)
+    for t, kind, j, k in events:
+        eng.pop_completions(t + time_tol(t))
+        last = k == len(per_job[j]) - 1
+        if kind == 0:
+            if eng.completion[j] is not None:
+                if not last:
+                    raise InvalidSchedule(
+                        f"job {inst.jobs[j].name} completes at {eng.completion[j]:g}, before its segment {k} ends")
+                continue
+            eng.stop(j, t)
+            if eng.completion[j] is not None and not last:
+                raise InvalidSchedule(
+                    f"job {inst.jobs[j].name} completes at {t:g}, at the end of segment {k}, before its last segment")
+        else:
+            eng.start(j, per_job[j][k].alloc, t)
+    eng.pop_completions(math.inf)
+    for j, c in enumerate(eng.completion):
+        if c is None:
+            raise InvalidSchedule(f"job {inst.jobs[j].name} does not complete: its segments end before its work is done")
+    return eng, per_job

@@ -1,0 +1,163 @@
+"""Online simulation: drive a policy through arrivals, completions and rounds, emit its schedule.
+
+The simulator calls ``policy.decide(sim)`` at every decision point (a batch of arrivals and
+completions at one instant, and every ``round_s`` seconds when rounds are asked for). The policy
+reads the state (``sim.now``, ``sim.waiting``, ``sim.engine``...) and returns :class:`Start` and
+:class:`Preempt` actions; the simulator applies preemptions first, then starts, through the same
+:class:`Engine` that replay uses, so an action that breaks a rule fails at once. The schedule it
+emits is then replayed like any other.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Iterable, Protocol, Union, runtime_checkable
+
+from .engine import Engine
+from .errors import InvalidSchedule
+from .model import Allocation, Claimed, Instance, Schedule, Segment
+from .replay import Replay, replay
+
+
+@dataclass(frozen=True)
+class Start:
+    """Start (or resume) job index ``job`` on ``alloc`` now."""
+
+    job: int
+    alloc: Allocation
+
+
+@dataclass(frozen=True)
+class Preempt:
+    """Stop running job index ``job`` now; it keeps its progress and returns to the queue."""
+
+    job: int
+
+
+Action = Union[Start, Preempt]
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """An online scheduling policy. ``decide`` sees the simulator and returns actions for now."""
+
+    def decide(self, sim: "Simulator") -> Iterable[Action]: ...
+
+
+class PolicyError(RuntimeError):
+    """A policy asked for something impossible, or left jobs waiting forever."""
+
+
+class Simulator:
+    def __init__(self, inst: Instance, policy: Policy, round_s: float | None = None, method: str | None = None):
+        if round_s is not None and not round_s > 0:
+            raise ValueError("round length must be > 0")
+        self.inst = inst
+        self.policy = policy
+        self.round_s = round_s
+        self.method = method or type(policy).__name__
+        self.engine = Engine(inst)
+        self.now = 0.0
+        self.reasons: frozenset[str] = frozenset()
+        self.waiting: dict[int, None] = {}    # arrived, not running, not done (insertion order)
+        self.arrived: list[int] = []          # in arrival order
+        self.done = 0
+        self._open: dict[int, tuple[float, Allocation]] = {}
+        self._segments: list[Segment] = []
+        self.decisions = 0
+
+    # --------------------------------------------------------------------- views
+    @property
+    def running(self) -> dict:
+        return self.engine.running
+
+    @property
+    def free(self) -> dict[str, set[str]]:
+        return self.engine.free
+
+    def free_count(self) -> int:
+        return sum(len(s) for s in self.engine.free.values())
+
+    # --------------------------------------------------------------------- run
+    def run(self) -> tuple[Schedule, Replay]:
+        t_begin = time.perf_counter()
+        inst, eng = self.inst, self.engine
+        order = sorted(range(len(inst.jobs)), key=lambda j: (inst.jobs[j].arrival, j))
+        n = len(order)
+        ai = 0
+        next_round = inst.jobs[order[0]].arrival if self.round_s else math.inf
+        while self.done < n:
+            t_arr = inst.jobs[order[ai]].arrival if ai < n else math.inf
+            t = min(t_arr, eng.next_completion(), next_round)
+            if t == math.inf:
+                raise PolicyError(
+                    f"policy {self.method} leaves {len(self.waiting)} job(s) waiting on an idle cluster")
+            reasons = set()
+            for j, tc in eng.pop_completions(t):
+                self._close(j, None)
+                self.done += 1
+                reasons.add("completion")
+            while ai < n and inst.jobs[order[ai]].arrival <= t:
+                j = order[ai]
+                self.waiting[j] = None
+                self.arrived.append(j)
+                ai += 1
+                reasons.add("arrival")
+            if self.round_s and t >= next_round:
+                reasons.add("round")
+                next_round += self.round_s * max(1, math.floor((t - next_round) / self.round_s) + 1)
+            eng.now = self.now = t
+            self.reasons = frozenset(reasons)
+            if self.done == n:
+                break
+            self._apply(self.policy.decide(self), t)
+            self.decisions += 1
+            if not eng.running and ai == n and self.waiting and (not self.round_s or "round" in reasons):
+                raise PolicyError(
+                    f"policy {self.method} leaves {len(self.waiting)} job(s) waiting on an idle cluster")
+        runtime = time.perf_counter() - t_begin
+        segs = tuple(sorted(self._segments, key=lambda s: (s.start, inst.index[s.job])))
+        sched = Schedule(inst.name, self.method, segs)
+        rep = replay(inst, sched)
+        if not rep.valid:
+            raise PolicyError(f"policy {self.method} produced an invalid schedule: {rep.error}")
+        sched = sched.with_claim(Claimed(rep.objective, None, "feasible", runtime))
+        return sched, rep
+
+    def _apply(self, actions: Iterable[Action], t: float) -> None:
+        eng = self.engine
+        starts = []
+        for a in actions or ():
+            if isinstance(a, Preempt):
+                if self.inst.problem != "preemptive":
+                    raise PolicyError(f"policy {self.method} preempts a job in a {self.inst.problem} instance")
+                if a.job not in eng.running:
+                    raise PolicyError(f"policy {self.method} preempts job {self.inst.jobs[a.job].name}, which is not running")
+                eng.stop(a.job, t)
+                if eng.completion[a.job] is not None:
+                    self._close(a.job, None)
+                    self.done += 1
+                else:
+                    self._close(a.job, t)
+                    self.waiting[a.job] = None
+            else:
+                starts.append(a)
+        for a in starts:
+            if a.job not in self.waiting:
+                raise PolicyError(f"policy {self.method} starts job {self.inst.jobs[a.job].name}, which is not waiting")
+            try:
+                eng.start(a.job, a.alloc, t)
+            except InvalidSchedule as e:
+                raise PolicyError(f"policy {self.method}: {e}") from None
+            del self.waiting[a.job]
+            self._open[a.job] = (t, a.alloc)
+
+    def _close(self, j: int, end: float | None) -> None:
+        start, alloc = self._open.pop(j)
+        self._segments.append(Segment(self.inst.jobs[j].name, start, end, alloc))
+
+
+def simulate(inst: Instance, policy: Policy, round_s: float | None = None, method: str | None = None) -> tuple[Schedule, Replay]:
+    return Simulator(inst, policy, round_s, method).run()

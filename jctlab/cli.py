@@ -178,7 +178,10 @@ def cmd_simulate(a: argparse.Namespace, extra: Sequence[str]) -> int:
 
 def cmd_make_instance(a: argparse.Namespace) -> int:
     kind = a.kind_obj
-    inst = kind.build(a)
+    try:
+        inst = kind.build(a)
+    except ValueError as e:  # a generator refusing its arguments
+        raise InputError("command line", a.kind, str(e)) from None
     save_instance(inst, a.out)
     print(f"wrote {a.out}: {inst.name} ({inst.problem}, {len(inst.jobs)} jobs, {len(inst.cluster.gpus)} GPUs)",
           file=sys.stderr)
@@ -226,16 +229,16 @@ def build_parser() -> argparse.ArgumentParser:
     mk = sub.add_parser("make-instance", help="generate an instance or build one from real traces")
     mk_sub = mk.add_subparsers(dest="kind", required=True, parser_class=_Parser)
     kinds = dict(KINDS)
-    for name, ep in registry.group("jctlab.instance_kinds").items():
-        kinds.setdefault(name, ep.load())
+    for name in registry.names("jctlab.instance_kinds"):
+        kinds.setdefault(name, registry.load("jctlab.instance_kinds", name))
     for name, kind in sorted(kinds.items()):
         kp = mk_sub.add_parser(name, help=kind.help)
         kind.add_arguments(kp)
         kp.add_argument("--out", required=True, help="instance file to write")
         kp.set_defaults(func=cmd_make_instance, kind_obj=kind)
 
-    for name, ep in registry.group("jctlab.commands").items():
-        ep.load()(sub)
+    for name in registry.names("jctlab.commands"):
+        registry.load("jctlab.commands", name)(sub)
     return p
 
 

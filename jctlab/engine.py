@@ -55,6 +55,7 @@ class Engine:
         self.mem_used = {nd.name: 0.0 for nd in self.cluster.nodes}
         self.node_jobs: dict[str, set[int]] = {nd.name: set() for nd in self.cluster.nodes}
         self._heap: list[tuple[float, int, int]] = []
+        self._stamp = 0  # versions of completion predictions, unique across runs
         self._interfere = self.cluster.has_interference
         self._base_cache: dict[tuple[int, Allocation], float] = {}
         self.now = 0.0
@@ -168,13 +169,13 @@ class Engine:
         nodes = alloc_nodes(alloc)
         run = _Run(alloc, nodes, base, 1.0, t + restart, t, t)
         self.running[j] = run
+        for n in nodes:
+            self.node_jobs[n].add(j)
         if self._interfere:
             neigh = self._neighbours(j, nodes)
             run.factor = self._factor(j, neigh)
             for i in neigh:
                 self._refactor(i, t)
-        for n in nodes:
-            self.node_jobs[n].add(j)
         self._predict(j)
 
     def stop(self, j: int, t: float) -> None:
@@ -212,7 +213,8 @@ class Engine:
 
     def _predict(self, j: int) -> None:
         r = self.running[j]
-        r.version += 1
+        self._stamp += 1
+        r.version = self._stamp
         left = max(0.0, self.inst.jobs[j].iterations - self.progress[j])
         tc = max(r.last, r.restart_until) + left * r.base * r.factor
         heapq.heappush(self._heap, (tc, r.version, j))

@@ -90,3 +90,169 @@ class OfflineKind:
 
 
 KINDS = {"static": StaticKind(), "offline": OfflineKind()}
+
+
+# --------------------------------------------------------------------------- real data
+
+
+def _data_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", default=None, help="raw data directory (default: $JCTLAB_DATA or ../shared/data)")
+    p.add_argument("--problem", default="preemptive", choices=["static", "offline", "preemptive"])
+    p.add_argument("--objective", default="mean_jct", choices=["mean_jct", "weighted_jct", "makespan"])
+    p.add_argument("--restart", type=float, default=0.0, help="restart_s of preempted jobs")
+    p.add_argument("--max-jobs", type=int, default=None)
+    p.add_argument("--name", default=None)
+
+
+def _positive(a: argparse.Namespace, *names: str) -> None:
+    for n in names:
+        v = getattr(a, n)
+        if v is not None and v <= 0:
+            raise InputError("command line", f"--{n.replace('_', '-')}", "must be > 0")
+
+
+@dataclass(frozen=True)
+class GavelKind:
+    help: str = "a Gavel trace (gavel_traces/*.trace) on a K80/P100/V100 cluster with Gavel's measured throughputs"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("--trace", required=True, help="Gavel .trace file")
+        p.add_argument("--cluster", default="4:4:4", help="V100:P100:K80 GPU counts")
+        p.add_argument("--gpus-per-server", default="4", help="one count, or V,P,K counts (e.g. 4,4,8)")
+        p.add_argument("--interference", action="store_true", help="attach Gavel's co-location interference")
+        _data_args(p)
+
+    def build(self, a: argparse.Namespace) -> Instance:
+        from .loaders.gavel import load_trace
+
+        _positive(a, "max_jobs")
+        return load_trace(a.trace, a.cluster, a.gpus_per_server, problem=a.problem, objective=a.objective,
+                          interference=a.interference, restart_s=a.restart, max_jobs=a.max_jobs, name=a.name)
+
+
+@dataclass(frozen=True)
+class GavelPhillyVCKind:
+    help: str = "Gavel's Philly-derived per-virtual-cluster traces (job types and steps from Gavel)"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("--vc", default=None, help="virtual cluster id (omit to list them)")
+        p.add_argument("--cluster", default="64:0:0", help="V100:P100:K80 GPU counts")
+        p.add_argument("--gpus-per-server", default="8")
+        p.add_argument("--interference", action="store_true")
+        _data_args(p)
+
+    def build(self, a: argparse.Namespace) -> Instance:
+        from .loaders.gavel import load_philly_vc
+
+        _positive(a, "max_jobs")
+        return load_philly_vc(a.vc, a.cluster, a.gpus_per_server, data_dir=a.data_dir, max_jobs=a.max_jobs,
+                              problem=a.problem, objective=a.objective, interference=a.interference,
+                              restart_s=a.restart, name=a.name)
+
+
+@dataclass(frozen=True)
+class PhillyKind:
+    help: str = "the 82,247-job Philly trace (arrivals, sizes, durations) with Gavel job types drawn by seed"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("--trace", default=None, help="philly.csv (default: <data-dir>/pollux_adaptdl/traces/philly.csv)")
+        p.add_argument("--vc", default=None, help="keep one virtual cluster (the `cluster` column)")
+        p.add_argument("--start", default=None, help="window start: seconds after the first arrival, or a date")
+        p.add_argument("--end", default=None, help="window end: seconds after the first arrival, or a date")
+        p.add_argument("--seed", type=int, default=0, help="seed of the job-type draw")
+        p.add_argument("--nodes", type=int, default=8)
+        p.add_argument("--gpus-per-node", type=int, default=8)
+        p.add_argument("--gpu-type", default="v100")
+        p.add_argument("--locality-penalty", type=float, default=1.0)
+        _data_args(p)
+
+    def build(self, a: argparse.Namespace) -> Instance:
+        from .loaders.philly import load_philly
+
+        _positive(a, "max_jobs", "nodes", "gpus_per_node")
+        if a.locality_penalty < 1:
+            raise InputError("command line", "--locality-penalty", "must be >= 1")
+        return load_philly(a.trace, data_dir=a.data_dir, vc=a.vc, start=a.start, end=a.end, max_jobs=a.max_jobs,
+                           seed=a.seed, nodes=a.nodes, gpus_per_node=a.gpus_per_node, gpu_type=a.gpu_type,
+                           problem=a.problem, objective=a.objective, restart_s=a.restart,
+                           locality_penalty=a.locality_penalty, name=a.name)
+
+
+@dataclass(frozen=True)
+class PalKind:
+    help: str = "PAL's Sia-Philly workloads with per-GPU variability from PAL's Longhorn class profiles"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("--workload", default="1", help="workload number (1-6) or a CSV path")
+        p.add_argument("--profiles", default=None,
+                       help="a per-GPU factor table in the artifact's CSV format (GPU_ID,PerfVar_classA..D); "
+                            "default: sample PAL's class profiles shipped with jctlab")
+        p.add_argument("--variability", default="pal", choices=["pal", "identity", "artifact", "cluster32", "none"],
+                       help="pal: per-class draws as PAL's simulator; identity: each GPU keeps one measured identity")
+        p.add_argument("--binned", action="store_true", help="store PAL's k-means bin factors instead of raw values")
+        p.add_argument("--background", action="store_true", help="add the artifact's untracked background jobs")
+        p.add_argument("--nodes", type=int, default=16)
+        p.add_argument("--gpus-per-node", type=int, default=4)
+        p.add_argument("--locality-penalty", type=float, default=1.7)
+        p.add_argument("--seed", type=int, default=42)
+        _data_args(p)
+
+    def build(self, a: argparse.Namespace) -> Instance:
+        from pathlib import Path
+
+        from .loaders.pal import load_pal
+
+        _positive(a, "max_jobs", "nodes", "gpus_per_node")
+        if a.locality_penalty < 1:
+            raise InputError("command line", "--locality-penalty", "must be >= 1")
+        w = a.workload
+        path = None if w.isdigit() else w
+        variability = a.variability
+        if a.profiles is not None:
+            if not Path(a.profiles).is_file():
+                raise InputError(a.profiles, "", "no such file (expected the artifact's per-GPU factor CSV)")
+            variability = "artifact"
+        return load_pal(int(w) if path is None else 1, path=path, data_dir=a.data_dir, nodes=a.nodes,
+                        gpus_per_node=a.gpus_per_node, locality_penalty=a.locality_penalty, variability=variability,
+                        seed=a.seed, binned=a.binned, artifact_csv=a.profiles, background=a.background,
+                        problem=a.problem, objective=a.objective, restart_s=a.restart, max_jobs=a.max_jobs,
+                        name=a.name)
+
+
+@dataclass(frozen=True)
+class AlibabaKind:
+    help: str = "re-host an instance's jobs on a heterogeneous cluster shaped like Alibaba PAI's machines"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("--base", required=True, help="instance file whose jobs are re-hosted")
+        p.add_argument("--machines", type=int, default=16)
+        p.add_argument("--sample", default="random", choices=["random", "proportional"])
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--name", default=None)
+
+    def build(self, a: argparse.Namespace) -> Instance:
+        from .loaders.alibaba import load_alibaba
+        from .model import load_instance
+
+        _positive(a, "machines")
+        return load_alibaba(load_instance(a.base), a.machines, seed=a.seed, sample=a.sample, name=a.name)
+
+
+@dataclass(frozen=True)
+class SynergyKind:
+    help: str = "attach Synergy's CPU x memory sensitivity (cpu_mem levels) to an instance's jobs by model"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("--base", required=True, help="instance file whose jobs get cpu_mem tables")
+        p.add_argument("--overwrite", action="store_true")
+        p.add_argument("--name", default=None)
+
+    def build(self, a: argparse.Namespace) -> Instance:
+        from .loaders.synergy import attach_cpu_mem
+        from .model import load_instance
+
+        return attach_cpu_mem(load_instance(a.base), overwrite=a.overwrite, name=a.name)
+
+
+KINDS.update({"gavel": GavelKind(), "gavel-philly-vc": GavelPhillyVCKind(), "philly": PhillyKind(),
+              "pal": PalKind(), "alibaba": AlibabaKind(), "synergy": SynergyKind()})

@@ -577,6 +577,9 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, indent=1, allow_nan=False)
             f.write("\n")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, p)
     except BaseException:
         try:

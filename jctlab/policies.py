@@ -57,5 +57,5 @@ def _gpu_index(g: str) -> tuple[str, int]:
     return node, int(i)
 
 
-def fifo_firstfit(inst: Instance, seed: int = 0, **_: object) -> FifoFirstFit:
+def fifo_firstfit(inst: Instance, seed: int = 0) -> FifoFirstFit:
     return FifoFirstFit(inst, seed)

@@ -24,7 +24,18 @@ def group(name: str) -> dict[str, EntryPoint]:
 
 def load(group_name: str, name: str) -> Any | None:
     ep = group(group_name).get(name)
-    return None if ep is None else ep.load()
+    return None if ep is None else _load(ep)
+
+
+def _load(ep: EntryPoint) -> Any:
+    """Load a plug-in; a broken or missing one is a clear error, never a traceback."""
+    try:
+        return ep.load()
+    except (ImportError, AttributeError) as e:
+        from .errors import InputError
+
+        raise InputError("plug-in", f"{ep.group}:{ep.name}",
+                         f"cannot load {ep.value} ({e.__class__.__name__}: {e})") from None
 
 
 def method(name: str) -> Callable[..., Any] | None:
@@ -36,7 +47,7 @@ def policy_factory(name: str) -> Callable[..., Any] | None:
     if f is not None:
         return f
     for ep in sorted(group("jctlab.policy_families").values(), key=lambda e: e.name):
-        f = ep.load()(name)
+        f = _load(ep)(name)
         if f is not None:
             return f
     return None

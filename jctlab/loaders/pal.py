@@ -69,17 +69,15 @@ def sample_variability(n_gpus: int, mode: str = "pal", seed: int = 42, *,
         return out
     if mode == "identity":
         rng = np.random.default_rng(seed)
-        per_gpu = {c: prof["per_gpu"][cp[c]] for c in CLASSES}
+        per_gpu = prof["per_gpu"]                          # profile -> {physical GPU: value}
         ids = sorted(set().union(*(set(v) for v in per_gpu.values())))
         pick = rng.integers(len(ids), size=n_gpus)
-        out = {c: [] for c in CLASSES}
-        for c in CLASSES:
-            pool = list(per_gpu[c].values())
+        by_prof: dict[str, list[float]] = {}
+        for name in sorted(set(cp.values())):
+            pool = list(per_gpu[name].values())
             fallback = rng.integers(len(pool), size=n_gpus)
-            for g in range(n_gpus):
-                v = per_gpu[c].get(ids[pick[g]])
-                out[c].append(v if v is not None else pool[fallback[g]])
-        return out
+            by_prof[name] = [per_gpu[name].get(ids[pick[g]], pool[fallback[g]]) for g in range(n_gpus)]
+        return {c: list(by_prof[cp[c]]) for c in CLASSES}
     if mode == "artifact":
         if artifact_csv is not None:
             cols = ["GPU_ID"] + [f"PerfVar_class{c}" for c in CLASSES]
@@ -116,16 +114,16 @@ def kmeans_1d(x: np.ndarray, k: int, iters: int = 100) -> tuple[np.ndarray, np.n
     return centres, labels
 
 
-def bin_factors(values: Sequence[float], clusters: int = 2, outlier_sigma: float = 3.0) -> list[float]:
-    """PAL's binned slowdown factors of one class: k-means bins, factor = bin centre / median centre.
+def bins(values: Sequence[float], clusters: int = 2, outlier_sigma: float = 3.0) -> tuple[list[float], list[int]]:
+    """PAL's k-means bins of one class: (bin factors, bin of each value).
 
     As in PAL's placement (and its artifact run): ``clusters`` bins for the values at most
-    mean + ``outlier_sigma``·σ, plus one bin per outlier above that; the median of the bin centres
-    maps to 1.0.
+    mean + ``outlier_sigma``·σ, plus one bin per outlier above that; a bin's factor is its centre
+    divided by the median of all bin centres (so the median bin factor is 1.0).
     """
     x = np.asarray(values, dtype=float)
     if x.size == 0:
-        return []
+        return [], []
     sd = x.std(ddof=1) if x.size > 1 else 0.0
     out = x > x.mean() + outlier_sigma * sd
     centres_in, labels = kmeans_1d(x[~out], clusters) if (~out).any() else (np.zeros(0), np.zeros(0, int))
@@ -134,7 +132,13 @@ def bin_factors(values: Sequence[float], clusters: int = 2, outlier_sigma: float
     assign[~out] = labels
     assign[out] = len(centres_in) + np.arange(out.sum())
     med = float(np.median(centres))
-    return [float(centres[a] / med) for a in assign]
+    return [float(c / med) for c in centres], [int(a) for a in assign]
+
+
+def bin_factors(values: Sequence[float], clusters: int = 2, outlier_sigma: float = 3.0) -> list[float]:
+    """Each value replaced by its PAL bin factor (see :func:`bins`): what PAL's placement sees."""
+    factors, assign = bins(values, clusters, outlier_sigma)
+    return [factors[a] for a in assign]
 
 
 # ------------------------------------------------------------------ instance
@@ -211,5 +215,5 @@ def load_pal(workload: int | str = 1, *, path: str | os.PathLike | None = None,
     return Instance.from_dict(d, source=str(p))
 
 
-__all__ = ["load_pal", "sample_variability", "bin_factors", "kmeans_1d", "workload_path",
+__all__ = ["load_pal", "sample_variability", "bins", "bin_factors", "kmeans_1d", "workload_path",
            "BASE_ITER_S", "MODEL_CLASS", "VARIABILITY_MODES"]

@@ -1,0 +1,68 @@
+"""Core throughput: replay and online simulation events per second, and the full Philly trace.
+
+Run: ``make bench`` (or ``pytest benchmarks/bench_core.py --benchmark-only``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from jctlab.generators import offline_instance
+from jctlab.loaders import default_data_dir
+from jctlab.policies import FifoFirstFit
+from jctlab.replay import replay
+from jctlab.simulate import simulate
+
+
+def _events(sched) -> int:
+    return sum(2 if s.end is not None else 1 for s in sched.segments) + len({s.job for s in sched.segments})
+
+
+@pytest.mark.parametrize("interference", [0.0, 0.2])
+def test_replay_events_per_second(benchmark, interference):
+    inst = offline_instance(gpus=256, nodes=32, jobs=5000, interarrival_s=60, seed=1, interference=interference)
+    sched, _ = simulate(inst, FifoFirstFit(inst))
+    r = benchmark(replay, inst, sched, "<bench>", False)
+    assert r.valid
+    benchmark.extra_info["events"] = _events(sched)
+    benchmark.extra_info["events_per_s"] = _events(sched) / benchmark.stats.stats.mean
+
+
+def test_online_simulation_events_per_second(benchmark):
+    inst = offline_instance(gpus=256, nodes=32, jobs=5000, interarrival_s=60, seed=1)
+    sched, r = benchmark.pedantic(simulate, args=(inst, FifoFirstFit(inst)), rounds=3, iterations=1)
+    assert r.valid
+    benchmark.extra_info["events_per_s"] = _events(sched) / benchmark.stats.stats.mean
+
+
+PHILLY = """
+import json, resource, sys, time
+from jctlab.loaders.philly import load_philly
+from jctlab.policies import FifoFirstFit
+from jctlab.simulate import simulate
+inst = load_philly(nodes=512, gpus_per_node=8, problem="offline")
+t0 = time.perf_counter()
+sched, rep = simulate(inst, FifoFirstFit(inst))
+dt = time.perf_counter() - t0
+print(json.dumps({"jobs": len(inst.jobs), "gpus": len(inst.cluster.gpus), "valid": rep.valid, "sim_s": dt,
+                  "mean_jct": rep.objective, "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+@pytest.mark.skipif(default_data_dir() is None, reason="needs the raw Philly trace (../shared/data or $JCTLAB_DATA)")
+def test_full_philly_trace_fifo_first_fit(benchmark):
+    """82,247 jobs on 4,096 GPUs: load, simulate, replay — floor: under 30 s, under 2 GB."""
+
+    def once():
+        p = subprocess.run([sys.executable, "-c", PHILLY], capture_output=True, text=True, check=True)
+        return json.loads(p.stdout)
+
+    out = benchmark.pedantic(once, rounds=1, iterations=1)
+    benchmark.extra_info.update(out)
+    assert out["valid"] and out["jobs"] == 82247 and out["gpus"] == 4096
+    assert benchmark.stats.stats.max < 30.0
+    assert out["max_rss_mb"] < 2048

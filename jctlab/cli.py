@@ -255,6 +255,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as e:
         print(f"jctlab: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into `head` and closed early
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("jctlab: interrupted", file=sys.stderr)
         return 130

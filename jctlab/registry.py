@@ -46,10 +46,18 @@ def policy_factory(name: str) -> Callable[..., Any] | None:
     f = load("jctlab.policies", name)
     if f is not None:
         return f
+    broken = None
     for ep in sorted(group("jctlab.policy_families").values(), key=lambda e: e.name):
-        f = _load(ep)(name)
+        try:
+            resolve = _load(ep)
+        except Exception as e:  # one broken family must not hide the others
+            broken = broken or e
+            continue
+        f = resolve(name)
         if f is not None:
             return f
+    if broken is not None:
+        raise broken
     return None
 
 

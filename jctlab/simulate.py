@@ -1,7 +1,8 @@
 """Online simulation: drive a policy through arrivals, completions and rounds, emit its schedule.
 
 The simulator calls ``policy.decide(sim)`` at every decision point (a batch of arrivals and
-completions at one instant, and every ``round_s`` seconds when rounds are asked for). The policy
+completions at one instant, and at every multiple of ``round_s`` seconds when rounds are asked for;
+rounds on an idle, empty cluster are skipped). The policy
 reads the state (``sim.now``, ``sim.waiting``, ``sim.engine``...) and returns :class:`Start` and
 :class:`Preempt` actions; the simulator applies preemptions first, then starts, through the same
 :class:`Engine` that replay uses, so an action that breaks a rule fails at once. The schedule it
@@ -87,9 +88,12 @@ class Simulator:
         order = sorted(range(len(inst.jobs)), key=lambda j: (inst.jobs[j].arrival, j))
         n = len(order)
         ai = 0
-        next_round = inst.jobs[order[0]].arrival if self.round_s else math.inf
+        R = self.round_s
+        next_round = 0.0 if R else math.inf  # rounds on the grid 0, R, 2R, ...
         while self.done < n:
             t_arr = inst.jobs[order[ai]].arrival if ai < n else math.inf
+            if R and not eng.running and not self.waiting and next_round < t_arr:
+                next_round = R * math.ceil(t_arr / R)  # skip empty rounds on an idle cluster
             t = min(t_arr, eng.next_completion(), next_round)
             if t == math.inf:
                 raise PolicyError(
@@ -105,9 +109,9 @@ class Simulator:
                 self.arrived.append(j)
                 ai += 1
                 reasons.add("arrival")
-            if self.round_s and t >= next_round:
+            if R and t >= next_round:
                 reasons.add("round")
-                next_round += self.round_s * max(1, math.floor((t - next_round) / self.round_s) + 1)
+                next_round += R * max(1, math.floor((t - next_round) / R) + 1)
             eng.now = self.now = t
             self.reasons = frozenset(reasons)
             if self.done == n:

@@ -1,0 +1,79 @@
+"""``QUEUE+PLACEMENT`` policy names (entry point ``jctlab.policy_families``: ``queue-placement``).
+
+``resolve("fifo+pal")`` returns ``factory(inst, seed=0, round_s=360.0, lam=None, thresholds=None,
+backfill=False, locality="sf-node")``; the mechanism follows ``inst.problem``: ``preemptive`` ->
+:class:`baselines.rounds.RoundPolicy` (exposes ``round_s``, so ``jctlab simulate --policy fifo+pal``
+runs in rounds; ``--round S`` overrides), otherwise -> :class:`baselines.eventdriven.EventPolicy`.
+
+queues: fifo, sjf, srtf, las, gittins. placements: packed-sticky, packed-nonsticky, random-sticky,
+random-nonsticky, pm-first, pal. Options: ``round_s`` (s), ``lam`` (PAL's across-node factor; default
+the instance's locality penalty when > 1, else 1.7), ``thresholds`` (las, GPU-seconds, comma list),
+``backfill`` (event-driven only), ``locality`` (PM-First tie-break: ``sf-node`` = free GPUs of the same
+node and slowdown, ``node`` = free GPUs of the node).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from jctlab.model import Instance
+
+from .eventdriven import EventPolicy
+from .placement import PLACEMENTS, make_placement
+from .queues import QUEUES, make_queue, rigid_size
+from .rounds import RoundPolicy
+
+
+def _bool(v) -> bool:
+    if isinstance(v, str):
+        return v.strip().lower() in ("1", "true", "yes", "on")
+    return bool(v)
+
+
+def _floats(v):
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return tuple(float(x) for x in v.split(",") if x.strip())
+    if isinstance(v, (int, float)):
+        return (float(v),)
+    return tuple(float(x) for x in v)
+
+
+def sizes_of(inst: Instance) -> list[int]:
+    out = []
+    for job in inst.jobs:
+        usable = sum(1 for g in inst.cluster.gpus if job.can_use(g.type))
+        out.append(rigid_size(job, usable))
+    return out
+
+
+def build(queue: str, placement: str, inst: Instance, seed: int = 0, round_s: float = 360.0, lam: float | None = None,
+          thresholds=None, backfill=False, locality: str = "sf-node"):
+    sizes = sizes_of(inst)
+    q = make_queue(queue, inst, sizes, _floats(thresholds))
+    p, sticky = make_placement(placement, inst, int(seed), None if lam is None else float(lam), locality)
+    if inst.problem == "preemptive":
+        pol = RoundPolicy(inst, q, p, sizes, sticky, float(round_s))
+    else:
+        pol = EventPolicy(inst, q, p, sizes, _bool(backfill))
+    pol.name = f"{queue}+{placement}"
+    return pol
+
+
+def resolve(name: str) -> Callable | None:
+    if not isinstance(name, str) or "+" not in name:
+        return None
+    queue, placement = (s.strip().lower() for s in name.split("+", 1))
+    if queue not in QUEUES or placement not in PLACEMENTS:
+        return None
+
+    def factory(inst: Instance, seed: int = 0, round_s: float = 360.0, lam: float | None = None,
+                thresholds=None, backfill=False, locality: str = "sf-node"):
+        return build(queue, placement, inst, seed, round_s, lam, thresholds, backfill, locality)
+
+    factory.__name__ = f"{queue}+{placement}"
+    return factory
+
+
+__all__ = ["resolve", "build", "sizes_of"]

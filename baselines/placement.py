@@ -1,0 +1,221 @@
+"""Placement policies: which free GPUs a job gets.
+
+A placement sees ``free``: node name -> list of free GPU ids of that node, nodes in cluster order and
+GPUs in index order (the order PAL's artifact builds from its GPU table), already filtered to the GPU
+types the job can use, and returns ``n`` GPU ids or ``None``.
+
+- ``packed`` (PAL artifact's Default-Packed): the first node whose free GPUs are exactly ``n``; else
+  the node with the fewest free GPUs that are still enough (first such); else spread over the nodes
+  with the most free GPUs (``Counter.most_common`` order, ties in node order).
+- ``random``: ``n`` free GPUs drawn uniformly (seeded ``random.Random``).
+- ``pm-first`` (PAL artifact): per class, GPUs binned by k-means into slowdown factors (:class:`Bins`);
+  free GPUs sorted by (slowdown, |#free GPUs of the same node and slowdown − n|, GPU order), first n.
+- ``pal``: for 1 < n ≤ GPUs per node, walk the (slowdown × locality) options of the job's class
+  sorted by product (within one node ×1, across nodes ×λ), take the first that can be satisfied:
+  within a node = a node with n free GPUs of slowdown ≤ s (the node with most such GPUs, then
+  node order; the n first of them at the least maximum slowdown), across = PM-First among the free
+  GPUs of slowdown ≤ s. Other sizes use PM-First.
+
+Sticky/non-sticky is a property of the round mechanism (:mod:`baselines.rounds`); the placement
+names carry it (``packed-sticky``...). PM-First and PAL are non-sticky, as in the artifact.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Mapping, Sequence
+
+from jctlab.model import Instance
+
+Free = Mapping[str, Sequence[str]]
+
+
+def gpu_order(inst: Instance) -> dict[str, int]:
+    return {g.id: i for i, g in enumerate(inst.cluster.gpus)}
+
+
+class Placement:
+    name = "placement"
+    class_sort = False     # PAL/PM-First: stable-sort the queue prefix that fits by class A..D
+
+    def __init__(self, inst: Instance, seed: int = 0):
+        self.inst = inst
+        self.gidx = gpu_order(inst)
+        self.node_of = {g.id: g.node for g in inst.cluster.gpus}
+
+    def place(self, j: int, n: int, free: Free) -> list[str] | None:
+        raise NotImplementedError
+
+
+class Packed(Placement):
+    name = "packed"
+
+    def place(self, j, n, free):
+        for node, gl in free.items():
+            if len(gl) == n:
+                return list(gl)
+        best, best_len = None, None
+        for node, gl in free.items():
+            if len(gl) >= n and (best_len is None or len(gl) < best_len):
+                best, best_len = node, len(gl)
+        if best is not None:
+            return list(free[best][:n])
+        if sum(len(gl) for gl in free.values()) < n:
+            return None
+        cnt = Counter({node: len(gl) for node, gl in free.items() if gl})
+        out: list[str] = []
+        while len(out) < n:
+            node, c = cnt.most_common(1)[0]
+            k = min(c, n - len(out))
+            out.extend(free[node][:k])
+            cnt[node] -= k
+        return out
+
+
+class Random(Placement):
+    name = "random"
+
+    def __init__(self, inst, seed=0):
+        super().__init__(inst, seed)
+        self.rng = random.Random(seed)
+
+    def place(self, j, n, free):
+        pool = [g for gl in free.values() for g in gl]
+        if len(pool) < n:
+            return None
+        return self.rng.sample(pool, n)
+
+
+class Bins:
+    """PAL's per-class slowdown factors of every GPU (k-means bins, centre / median centre).
+
+    ``clusters`` bins for the values up to mean + ``outlier_sigma``·σ, plus one bin per outlier, as the
+    artifact ran (its k chooser returns at k=2). Uses :func:`jctlab.loaders.pal.bins`.
+    """
+
+    def __init__(self, inst: Instance, clusters: int = 2, outlier_sigma: float = 3.0):
+        from jctlab.loaders.pal import bins
+
+        gpus = inst.cluster.gpus
+        classes = sorted({c for j in inst.jobs if (c := j.job_class) is not None})
+        self.sf: dict[str | None, dict[str, float]] = {}
+        for c in classes:
+            vals = [g.factor(c) for g in gpus]
+            if len(set(vals)) <= 1:
+                self.sf[c] = {g.id: 1.0 for g in gpus}
+                continue
+            factors, assign = bins(vals, clusters, outlier_sigma)
+            self.sf[c] = {g.id: factors[a] for g, a in zip(gpus, assign)}
+        self.flat = {g.id: 1.0 for g in gpus}
+
+    def of(self, job_class: str | None) -> dict[str, float]:
+        return self.sf.get(job_class, self.flat)
+
+
+class PMFirst(Placement):
+    name = "pm-first"
+    class_sort = True
+
+    def __init__(self, inst, seed=0, clusters: int = 2, locality: str = "sf-node"):
+        super().__init__(inst, seed)
+        self.bins = Bins(inst, clusters)
+        if locality not in ("sf-node", "node"):
+            raise ValueError("locality must be 'sf-node' or 'node'")
+        self.locality = locality
+
+    def pmfirst(self, cand: list[str], n: int, sf: Mapping[str, float]) -> list[str] | None:
+        """PM-First over candidate GPUs (in GPU order): by slowdown, then best-match locality."""
+        if len(cand) < n:
+            return None
+        node_of = self.node_of
+        if self.locality == "sf-node":
+            cnt = Counter((sf[g], node_of[g]) for g in cand)
+            loc = {g: abs(cnt[(sf[g], node_of[g])] - n) for g in cand}
+        else:
+            cnt = Counter(node_of[g] for g in cand)
+            loc = {g: abs(cnt[node_of[g]] - n) for g in cand}
+        gidx = self.gidx
+        return sorted(cand, key=lambda g: (sf[g], loc[g], gidx[g]))[:n]
+
+    def place(self, j, n, free):
+        sf = self.bins.of(self.inst.jobs[j].job_class)
+        return self.pmfirst([g for gl in free.values() for g in gl], n, sf)
+
+
+class PAL(PMFirst):
+    name = "pal"
+
+    def __init__(self, inst, seed=0, lam: float | None = None, clusters: int = 2, locality: str = "sf-node"):
+        super().__init__(inst, seed, clusters, locality)
+        lp = inst.cluster.locality_penalty
+        self.lam = float(lam) if lam is not None else (lp if lp > 1.0 else 1.7)
+        self.gpn = max(len(nd.gpus) for nd in inst.cluster.nodes)
+        self.walk: dict[str | None, list[tuple[float, int, float]]] = {}
+
+    def options(self, job_class: str | None) -> list[tuple[float, int, float]]:
+        """(slowdown, within-node flag, slowdown × locality) sorted by product (stable)."""
+        w = self.walk.get(job_class)
+        if w is None:
+            sf = self.bins.of(job_class)
+            seen: list[float] = []
+            for g in self.inst.cluster.gpus:
+                v = sf[g.id]
+                if v not in seen:
+                    seen.append(v)
+            w = []
+            for v in seen:
+                w.append((v, 1, v))
+                w.append((v, 0, self.lam * v))
+            w.sort(key=lambda t: t[2])
+            self.walk[job_class] = w
+        return w
+
+    def place(self, j, n, free):
+        c = self.inst.jobs[j].job_class
+        sf = self.bins.of(c)
+        cand = [g for gl in free.values() for g in gl]
+        if len(cand) < n:
+            return None
+        if not (1 < n <= self.gpn):
+            return self.pmfirst(cand, n, sf)
+        for s, within, _ in self.options(c):
+            if within:
+                best = None
+                for node, gl in free.items():
+                    q = [g for g in gl if sf[g] <= s]
+                    if len(q) < n:
+                        continue
+                    m = sorted(sf[g] for g in q)[n - 1]
+                    key = (m, -len(q))
+                    if best is None or key < best[0]:
+                        best = (key, q, m)
+                if best is not None:
+                    _, q, m = best
+                    return [g for g in q if sf[g] <= m][:n]
+            else:
+                q = [g for g in cand if sf[g] <= s]
+                if len(q) >= n:
+                    return self.pmfirst(q, n, sf)
+        return None
+
+
+#: name -> (placement class, sticky)
+PLACEMENTS = {
+    "packed-sticky": (Packed, True),
+    "packed-nonsticky": (Packed, False),
+    "random-sticky": (Random, True),
+    "random-nonsticky": (Random, False),
+    "pm-first": (PMFirst, False),
+    "pal": (PAL, False),
+}
+
+
+def make_placement(name: str, inst: Instance, seed: int = 0, lam: float | None = None,
+                   locality: str = "sf-node") -> tuple[Placement, bool]:
+    cls, sticky = PLACEMENTS[name]
+    if cls is PAL:
+        return PAL(inst, seed, lam=lam, locality=locality), sticky
+    if cls is PMFirst:
+        return PMFirst(inst, seed, locality=locality), sticky
+    return cls(inst, seed), sticky

@@ -1,0 +1,165 @@
+"""Queue policies: the order in which a mechanism (rounds or event-driven) considers jobs.
+
+Every queue maps a job to a sort key; smaller = higher priority. Ties fall back to (arrival, index),
+so every order is deterministic.
+
+- ``fifo``: arrival order.
+- ``sjf``: total work (GPU-seconds on its rigid size, nominal speed), smallest first.
+- ``srtf``: remaining work (total work x remaining / total iterations), smallest first. Without
+  preemption (event-driven class) waiting jobs have never run, so srtf = sjf there.
+- ``las``: Tiresias' discretized two-dimensional LAS: attained service in GPU-seconds (GPU count x
+  time held, ``engine.attained``) sorted into priority queues by ``thresholds``; FIFO within a queue.
+- ``gittins``: Tiresias' Gittins-index variant over attained GPU-seconds, with the service
+  distribution taken from the instance's own jobs' total work (a prior known to the scheduler); the
+  job with the highest index first. Candidate quanta are the distribution's quantiles (``points``),
+  so an index costs O(points · log jobs).
+
+Work estimates come from :mod:`jctlab.speed` through :class:`jctlab.metrics.ReferenceDurations` (best
+single-type allocation of the job's size on the cluster without variability), computed once.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import replace
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from jctlab.metrics import ReferenceDurations, strip_variability
+from jctlab.model import Instance
+
+#: Tiresias' default queue thresholds in GPU-seconds (its simulator uses a 2-queue setting with a
+#: first threshold of one GPU-hour; we add a second at 10 GPU-hours).
+DEFAULT_THRESHOLDS = (3600.0, 36000.0)
+
+
+def rigid_size(job, n_usable: int) -> int:
+    """The GPU count a baseline gives a job: its largest allowed size that the cluster can hold."""
+    ok = [s for s in job.sizes if s <= n_usable]
+    return max(ok) if ok else max(job.sizes)
+
+
+class Queue:
+    name = "queue"
+
+    def __init__(self, inst: Instance, sizes: Sequence[int]):
+        self.inst = inst
+        self.sizes = sizes
+        self.arrival = [j.arrival for j in inst.jobs]
+        self._work: list[float] | None = None
+
+    # total work in GPU-seconds, lazily (FIFO never needs it)
+    @property
+    def work(self) -> list[float]:
+        if self._work is None:
+            ref = ReferenceDurations(strip_variability(self.inst.cluster))
+            out = []
+            for j, job in enumerate(self.inst.jobs):
+                d = ref(replace(job, sizes=(self.sizes[j],)))
+                out.append(d * self.sizes[j] if d < float("inf") else float("inf"))
+            self._work = out
+        return self._work
+
+    def key(self, sim, j: int):
+        return (self.arrival[j], j)
+
+    def order(self, sim, jobs: Iterable[int]) -> list[int]:
+        return sorted(jobs, key=lambda j: self.key(sim, j))
+
+
+class Fifo(Queue):
+    name = "fifo"
+
+
+class Sjf(Queue):
+    name = "sjf"
+
+    def key(self, sim, j):
+        return (self.work[j], self.arrival[j], j)
+
+
+class Srtf(Queue):
+    name = "srtf"
+
+    def key(self, sim, j):
+        it = self.inst.jobs[j].iterations
+        left = sim.engine.remaining(j) / it if it > 0 else 0.0
+        return (self.work[j] * left, self.arrival[j], j)
+
+
+class Las(Queue):
+    """Tiresias' discretized 2D-LAS."""
+
+    name = "las"
+
+    def __init__(self, inst, sizes, thresholds: Sequence[float] | None = None):
+        super().__init__(inst, sizes)
+        th = DEFAULT_THRESHOLDS if thresholds is None else tuple(float(t) for t in thresholds)
+        if any(t <= 0 for t in th) or list(th) != sorted(th):
+            raise ValueError("thresholds must be positive and increasing")
+        self.thresholds = th
+
+    def level(self, attained: float) -> int:
+        """Priority queue index of a job with this attained service (0 = highest priority)."""
+        return bisect.bisect_right(self.thresholds, attained)
+
+    def key(self, sim, j):
+        return (self.level(sim.engine.attained(j)), self.arrival[j], j)
+
+
+class Gittins(Queue):
+    name = "gittins"
+
+    def __init__(self, inst, sizes, points: int = 32):
+        super().__init__(inst, sizes)
+        self.points = max(2, int(points))
+        self._dist: np.ndarray | None = None
+
+    def _prep(self) -> None:
+        s = np.sort(np.asarray(self.work, dtype=float))
+        self._dist = s
+        self._prefix = np.concatenate([[0.0], np.cumsum(s)])
+        self._memo: dict[float, float] = {}
+
+    def index(self, a: float) -> float:
+        """Gittins index of a job with attained service a: max over Δ of P(S-a ≤ Δ | S>a) / E[min(S-a, Δ) | S>a]."""
+        if self._dist is None:
+            self._prep()
+        s, pre = self._dist, self._prefix
+        a = float(a)
+        hit = self._memo.get(a)
+        if hit is not None:
+            return hit
+        i0 = int(np.searchsorted(s, a, side="right"))
+        m = len(s) - i0
+        if m <= 0:
+            return float("inf")   # outlived every known job: finish it
+        tail = s[i0:]
+        qs = np.unique(np.quantile(tail, np.linspace(0, 1, self.points)))
+        best = 0.0
+        for x in qs:                       # x = a + Δ
+            delta = x - a
+            if delta <= 0:
+                continue
+            k = int(np.searchsorted(s, x, side="right"))
+            done = k - i0
+            e = (pre[k] - pre[i0] - done * a) + (len(s) - k) * delta
+            if e > 0:
+                best = max(best, done / e)
+        if len(self._memo) < 100000:
+            self._memo[a] = best
+        return best
+
+    def key(self, sim, j):
+        return (-self.index(sim.engine.attained(j)), self.arrival[j], j)
+
+
+QUEUES = {"fifo": Fifo, "sjf": Sjf, "srtf": Srtf, "las": Las, "gittins": Gittins}
+
+
+def make_queue(name: str, inst: Instance, sizes: Sequence[int], thresholds: Sequence[float] | None = None) -> Queue:
+    cls = QUEUES[name]
+    if cls is Las:
+        return Las(inst, sizes, thresholds)
+    return cls(inst, sizes)

@@ -1,0 +1,78 @@
+"""Online placement policy: at every event, re-place the waiting jobs on the free GPUs.
+
+Each decision solves a static placement of the waiting jobs on the currently free GPUs with one extra
+option per job, *wait* (zero GPUs), priced at its best run time there plus the time until the next
+running job finishes (``inf``-like when nothing runs, so an idle cluster always starts work). Running
+jobs are never moved (non-preemptive; also used on preemptive instances without preempting).
+``matching_policy`` solves it with market prices + beam search + local search (as the ``matching``
+method); ``samplers.online.sampling_policy`` with sampled categories.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+import numpy as np
+
+from jctlab.model import Instance
+from jctlab.simulate import Action, Start
+from jctlab.speed import base_iteration_time
+
+from .categories import build_menu, realize
+from .market import type_market
+from .search import beam, polish
+
+
+class MatchingPolicy:
+    def __init__(self, inst: Instance, seed: int = 0, width: int = 32, max_jobs: int = 64,
+                 samples: int = 0, fairness: float = 0.0):
+        self.inst = inst
+        self.seed = seed
+        self.width = width
+        self.max_jobs = max_jobs
+        self.samples = samples
+        self.fairness = fairness
+        self.calls = 0
+
+    def _next_free_in(self, sim) -> float:
+        eng = sim.engine
+        best = math.inf
+        for j, run in eng.running.items():
+            job = self.inst.jobs[j]
+            t = eng.remaining(j) * base_iteration_time(job, run.alloc, self.inst.cluster)
+            best = min(best, t)
+        return best
+
+    def decide(self, sim) -> Iterable[Action]:
+        waiting = list(sim.waiting)[: self.max_jobs]
+        if not waiting or sim.engine.free_total == 0:
+            return []
+        self.calls += 1
+        free = {n: sorted(ids) for n, ids in sim.engine.free.items()}
+        wait = self._next_free_in(sim)
+        probe = build_menu(self.inst, waiting, free)
+        if not np.isfinite(probe.D).any():
+            return []
+        best = probe.D.min(axis=1)
+        big = 1e3 * float(np.nanmax(np.where(np.isfinite(best), best, 0.0))) + 1.0
+        skip = [(b if math.isfinite(b) else 0.0) + (wait if math.isfinite(wait) else big) for b in best]
+        menu = build_menu(self.inst, waiting, free, skip_cost=skip)
+        lam, choice, _ = type_market(menu.D, menu.C, menu.cap)
+        if self.samples > 0:
+            from samplers.methods import sample_best
+
+            alt, _ = sample_best(menu, lam, self.samples, self.seed + self.calls, self.fairness)
+            if alt is not None and menu.value(alt) < menu.value(choice):
+                choice = alt
+        if self.width > 0:
+            b = beam(menu, lam, self.width)
+            if b is not None and menu.value(b) < menu.value(choice):
+                choice = b
+        choice = polish(menu, choice)
+        allocs, _ = realize(menu, choice)
+        return [Start(j, a) for j, a in zip(waiting, allocs) if a is not None]
+
+
+def matching_policy(inst: Instance, seed: int = 0, **opts) -> MatchingPolicy:
+    return MatchingPolicy(inst, seed=seed, **opts)

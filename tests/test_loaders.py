@@ -265,3 +265,41 @@ def test_synergy_and_alibaba_compose_with_real_trace():
     a = alibaba.load_alibaba(base, 6, seed=2)
     assert set(a.cluster.gpu_types) <= {"v100", "v100m32", "p100"}
     assert not math.isnan(sum(j.iterations for j in a.jobs))
+
+
+def _kinds_argv(data):
+    tr = data / "gavel_traces" / "small_test.trace"
+    return {
+        "static": ["--variability", "0.1", "--cpu-mem", "--ps"],
+        "offline": ["--interference", "0.1", "--problem", "preemptive"],
+        "gavel": ["--trace", str(tr), "--cluster", "2:2:2", "--gpus-per-server", "2"],
+        "gavel-philly-vc": ["--vc", "6214e9", "--max-jobs", "50", "--data-dir", str(data)],
+        "philly": ["--max-jobs", "200", "--data-dir", str(data)],
+        "pal": ["--workload", "2", "--data-dir", str(data), "--variability", "identity"],
+    }
+
+
+@pytest.mark.skipif(default_data_dir() is None, reason="needs the raw data directory (../shared/data or $JCTLAB_DATA)")
+def test_every_make_instance_kind_validates_against_the_exported_schema(tmp_path, capsys):
+    """Each builder, through the command line, writes a file the JSON Schema accepts and the reader re-reads."""
+    import json
+
+    import jsonschema
+
+    from jctlab.cli import main
+    from jctlab.model import load_instance
+    from jctlab.schema import instance_schema
+
+    data = default_data_dir()
+    schema = instance_schema()
+    base = None
+    for kind, argv in _kinds_argv(data).items():
+        out = tmp_path / f"{kind}.json"
+        assert main(["make-instance", kind, *argv, "--out", str(out)]) == 0, capsys.readouterr().err
+        jsonschema.validate(json.loads(out.read_text()), schema)
+        load_instance(out)
+        base = base or out
+    for kind in ("synergy", "alibaba"):
+        out = tmp_path / f"{kind}.json"
+        assert main(["make-instance", kind, "--base", str(tmp_path / "gavel.json"), "--out", str(out)]) == 0
+        jsonschema.validate(json.loads(out.read_text()), schema)

@@ -77,3 +77,14 @@ def test_generated_instances_validate_against_the_schema():
     for inst in (static_instance(seed=0, cpu_mem=True, ps=True, variability=0.1),
                  offline_instance(seed=0, interference=0.1)):
         jsonschema.validate(json.loads(json.dumps(inst.to_dict())), instance_schema())
+
+
+def test_the_core_imports_none_of_the_other_packages():
+    import subprocess
+    import sys
+
+    code = ("import sys, jctlab, jctlab.cli, jctlab.replay, jctlab.simulate, jctlab.kinds, jctlab.loaders;"
+            "bad = {'formulations', 'oracle', 'matching', 'samplers', 'baselines', 'rl', 'evaluation'};"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in bad))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,0 +1,375 @@
+"""Fast greedy incumbents (static and offline), used as warm starts / hints of the exact models.
+
+Static: several greedy passes (job orders × a GPU-count penalty λ), each giving every job, in turn,
+the fitting allocation that minimises ``duration × (1 + λ·n/n̄)`` while keeping enough GPUs for the
+jobs still to place, then 1-opt local search (re-place one job at a time on its best fitting
+allocation). Offline: list scheduling (by arrival, and shortest-first) where each job takes the
+allocation that finishes it earliest, realised on the event engine (so it is valid even with
+interference). Everything is deterministic given ``seed``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from jctlab.engine import Engine, time_tol
+from jctlab.errors import InvalidSchedule
+from jctlab.model import Allocation, Instance
+from jctlab.speed import SpeedError, duration
+
+from .common import Candidate, Deadline, PackingModel, objective_weights
+
+
+class State:
+    """Free GPUs (ids per class and per node) and CPU/memory used per node, for static placement."""
+
+    def __init__(self, inst: Instance, model: PackingModel):
+        self.inst = inst
+        self.classes = model.cands.classes
+        self.free_ids = {cl.index: list(cl.ids) for cl in self.classes}
+        self.cls_of = {g: cl.index for cl in self.classes for g in cl.ids}
+        self.cpu = {n.name: 0.0 for n in inst.cluster.nodes}
+        self.mem = {n.name: 0.0 for n in inst.cluster.nodes}
+
+    def free_count(self) -> int:
+        return sum(len(v) for v in self.free_ids.values())
+
+    def alloc_of(self, c: Candidate) -> Allocation | None:
+        gpus = []
+        for cl, k in c.counts:
+            ids = self.free_ids[cl]
+            if len(ids) < k:
+                return None
+            gpus.extend(ids[:k])
+        cpg, mpg = (None, None) if c.level is None else c.level
+        return Allocation(tuple(gpus), c.ps_nodes, cpg, mpg)
+
+    def usage(self, job_i: int, a: Allocation) -> tuple[dict[str, float], dict[str, float]]:
+        job = self.inst.jobs[job_i]
+        cpu: dict[str, float] = {}
+        mem: dict[str, float] = {}
+        for g in a.gpus:
+            v = g.split(":", 1)[0]
+            nd = self.inst.cluster.node[v]
+            cpu[v] = cpu.get(v, 0.0) + (nd.fair_cpus if a.cpus_per_gpu is None else a.cpus_per_gpu)
+            mem[v] = mem.get(v, 0.0) + (nd.fair_mem_gb if a.mem_gb_per_gpu is None else a.mem_gb_per_gpu)
+        if job.ps is not None:
+            for v in a.ps_nodes:
+                cpu[v] = cpu.get(v, 0.0) + job.ps.ps_cpus
+        return cpu, mem
+
+    def fits(self, job_i: int, a: Allocation) -> bool:
+        for g in a.gpus:
+            if g not in self.free_ids[self.cls_of[g]]:
+                return False
+        cpu, mem = self.usage(job_i, a)
+        for v, x in cpu.items():
+            cap = self.inst.cluster.node[v].cpus
+            if self.cpu[v] + x > cap * (1 + 1e-9) + 1e-9:
+                return False
+        for v, x in mem.items():
+            cap = self.inst.cluster.node[v].mem_gb
+            if self.mem[v] + x > cap * (1 + 1e-9) + 1e-9:
+                return False
+        return True
+
+    def take(self, job_i: int, a: Allocation) -> None:
+        for g in a.gpus:
+            self.free_ids[self.cls_of[g]].remove(g)
+        cpu, mem = self.usage(job_i, a)
+        for v, x in cpu.items():
+            self.cpu[v] += x
+        for v, x in mem.items():
+            self.mem[v] += x
+
+    def release(self, job_i: int, a: Allocation) -> None:
+        for g in a.gpus:
+            lst = self.free_ids[self.cls_of[g]]
+            lst.append(g)
+            lst.sort(key=lambda x: int(x.rsplit(":", 1)[1]))
+        cpu, mem = self.usage(job_i, a)
+        for v, x in cpu.items():
+            self.cpu[v] -= x
+        for v, x in mem.items():
+            self.mem[v] -= x
+
+
+def _concrete_options(inst: Instance, j: int, st: State) -> list[tuple[float, Allocation]]:
+    """Allocations built from free GPUs directly: per node and size the fastest free GPUs, and the
+    fastest free GPUs of the cluster; each with its best fitting level and PS placement."""
+    job = inst.jobs[j]
+    cls = job.job_class
+    free = [g for ids in st.free_ids.values() for g in ids]
+    gpu = inst.cluster.gpu
+    rate = {g: job.samples_per_s.get(gpu[g].type, 0.0) / max(gpu[g].factor(cls), 1e-12) for g in free}
+    free = sorted((g for g in free if rate[g] > 0), key=lambda g: (-rate[g], g))
+    by_node: dict[str, list[str]] = {}
+    for g in free:
+        by_node.setdefault(g.split(":", 1)[0], []).append(g)
+    sets = []
+    for n in job.sizes:
+        for ids in by_node.values():
+            if len(ids) >= n:
+                sets.append(tuple(ids[:n]))
+        if len(free) >= n:
+            sets.append(tuple(free[:n]))
+    levels = [None] + ([(c, m) for c, m, _ in job.cpu_mem.levels] if job.cpu_mem is not None else [])
+    out = []
+    for gs in dict.fromkeys(sets):
+        nodes = sorted({g.split(":", 1)[0] for g in gs})
+        ps_opts: list[tuple[str, ...]] = [()]
+        if job.ps is not None:
+            ps_opts = []
+            for p in range(1, job.ps.max_ps + 1):
+                ps_opts.append(tuple((nodes * p)[:p]))
+                ps_opts.extend([(v.name,) * p for v in inst.cluster.nodes if v.name not in nodes][:2])
+        best = None
+        for lv in levels:
+            for ps in ps_opts:
+                a = Allocation(gs, ps, None if lv is None else lv[0], None if lv is None else lv[1])
+                try:
+                    d = duration(job, a, inst.cluster)
+                except SpeedError:
+                    continue
+                if st.fits(j, a) and (best is None or d < best[0]):
+                    best = (d, a)
+        if best is not None:
+            out.append(best)
+    return out
+
+
+def _options(inst: Instance, model: PackingModel, j: int, st: State) -> list[tuple[float, Allocation]]:
+    out = []
+    for i in model.groups[j]:
+        c = model.cols[i]
+        if not c.exact:
+            continue
+        a = st.alloc_of(c)
+        if a is not None and st.fits(j, a):
+            out.append((c.duration, a))
+    if not out or model.cands.relaxed:
+        out.extend(_concrete_options(inst, j, st))
+    return out
+
+
+def _value(inst: Instance, durs: Sequence[float]) -> float:
+    if inst.objective == "makespan":
+        return max(durs)
+    w = objective_weights(inst)
+    return sum(wi * d for wi, d in zip(w, durs))
+
+
+def static_greedy(inst: Instance, model: PackingModel, seed: int = 0,
+                  deadline: Deadline | None = None) -> list[Allocation] | None:
+    """The best allocations found (one per job), or None when no pass placed every job."""
+    deadline = deadline or Deadline(None)
+    J = len(inst.jobs)
+    w = objective_weights(inst)
+    best_d = [min((model.cols[i].duration for i in g), default=math.inf) for g in model.groups]
+    min_n = [min(job.sizes) for job in inst.jobs]
+    nbar = max(1.0, len(inst.cluster.gpus) / J)
+    rng = np.random.default_rng(seed)
+    orders = [sorted(range(J), key=lambda j: -w[j] * best_d[j]), sorted(range(J), key=lambda j: w[j] * best_d[j]),
+              sorted(range(J), key=lambda j: (-max(inst.jobs[j].sizes), j))]
+    orders.append(list(rng.permutation(J)))
+    best: tuple[float, list[Allocation]] | None = None
+    for lam in (0.0, 0.5, 2.0):
+        for order in orders:
+            if best is not None and deadline.left() < 0:
+                break
+            st = State(inst, model)
+            allocs: list[Allocation | None] = [None] * J
+            durs = [0.0] * J
+            ok = True
+            for pos, j in enumerate(order):
+                if best is not None and deadline.left() < 0:
+                    ok = False
+                    break
+                reserve = sum(min_n[k] for k in order[pos + 1:])
+                opts = _options(inst, model, j, st)
+                choice = None
+                for d, a in sorted(opts, key=lambda x: (x[0] * (1 + lam * len(x[1].gpus) / nbar), x[1].gpus)):
+                    if st.free_count() - len(a.gpus) >= reserve:
+                        choice = (d, a)
+                        break
+                if choice is None and opts:
+                    choice = min(opts, key=lambda x: (len(x[1].gpus), x[0]))
+                if choice is None:
+                    ok = False
+                    break
+                st.take(j, choice[1])
+                allocs[j], durs[j] = choice[1], choice[0]
+            if not ok:
+                continue
+            allocs2, durs2 = _local_search(inst, model, st, allocs, durs, deadline)  # type: ignore[arg-type]
+            v = _value(inst, durs2)
+            if best is None or v < best[0] - 1e-12:
+                best = (v, allocs2)
+    return None if best is None else best[1]
+
+
+def _local_search(inst: Instance, model: PackingModel, st: State, allocs: list[Allocation], durs: list[float],
+                  deadline: Deadline, rounds: int = 5) -> tuple[list[Allocation], list[float]]:
+    """1-opt: re-place each job on its best fitting allocation while that improves the objective."""
+    allocs, durs = list(allocs), list(durs)
+    for _ in range(rounds):
+        improved = False
+        for j in range(len(allocs)):
+            if deadline.left() < 0:
+                return allocs, durs
+            st.release(j, allocs[j])
+            cur = _value(inst, durs)
+            best = (cur, allocs[j], durs[j])
+            for d, a in _options(inst, model, j, st):
+                old = durs[j]
+                durs[j] = d
+                v = _value(inst, durs)
+                durs[j] = old
+                if v < best[0] * (1 - 1e-12):
+                    best = (v, a, d)
+            st.take(j, best[1])
+            if best[1] != allocs[j]:
+                improved = True
+            allocs[j], durs[j] = best[1], best[2]
+        if not improved:
+            break
+    return allocs, durs
+
+
+# --------------------------------------------------------------------------- offline
+
+
+def realize(inst: Instance, order: Sequence[int], allocs: Sequence[Allocation],
+            planned: Sequence[float] | None = None) -> list[float] | None:
+    """Start times realising ``allocs`` in ``order`` on the event engine (interference included):
+    each job starts at the first moment ≥ max(arrival, planned start, previous start) when its GPUs,
+    CPUs and memory are free. None when some start is impossible (an allocation the engine rejects)."""
+    eng = Engine(inst)
+    starts = [0.0] * len(inst.jobs)
+    t = 0.0
+    for j in order:
+        job = inst.jobs[j]
+        t = max(t, job.arrival, 0.0 if planned is None else planned[j])
+        while True:
+            eng.pop_completions(t + time_tol(t))
+            try:
+                eng.start(j, allocs[j], t)
+                break
+            except InvalidSchedule:
+                nxt = eng.next_completion()
+                if nxt == math.inf:
+                    return None
+                t = max(t, nxt)
+        starts[j] = t
+    return starts
+
+
+def _offline_options(inst: Instance, j: int) -> list[tuple[float, Allocation]]:
+    """Per node and size the job's fastest GPUs, and the fastest GPUs of the cluster, each with every
+    level and PS placement on its own nodes."""
+    job = inst.jobs[j]
+    gpu = inst.cluster.gpu
+    rate = {g.id: job.samples_per_s.get(g.type, 0.0) / max(g.factor(job.job_class), 1e-12) for g in inst.cluster.gpus}
+    free = sorted((g for g in rate if rate[g] > 0), key=lambda g: (-rate[g], g))
+    by_node: dict[str, list[str]] = {}
+    for g in free:
+        by_node.setdefault(gpu[g].node, []).append(g)
+    sets = []
+    for n in job.sizes:
+        for ids in by_node.values():
+            if len(ids) >= n:
+                sets.append(tuple(ids[:n]))
+        if len(free) >= n:
+            sets.append(tuple(free[:n]))
+    levels = [None] + ([(c, m) for c, m, _ in job.cpu_mem.levels] if job.cpu_mem is not None else [])
+    out = []
+    for gs in dict.fromkeys(sets):
+        nodes = sorted({g.split(":", 1)[0] for g in gs})
+        ps_opts: list[tuple[str, ...]] = [()]
+        if job.ps is not None:
+            ps_opts = [tuple((nodes * p)[:p]) for p in range(1, job.ps.max_ps + 1)]
+        for lv in levels:
+            for ps in ps_opts:
+                a = Allocation(gs, ps, None if lv is None else lv[0], None if lv is None else lv[1])
+                try:
+                    out.append((duration(job, a, inst.cluster), a))
+                except SpeedError:
+                    pass
+    return out
+
+
+def offline_greedy(inst: Instance, seed: int = 0, deadline: Deadline | None = None) -> tuple[list[float], list[Allocation]] | None:
+    """List scheduling for the offline class; returns (starts, allocations) or None."""
+    deadline = deadline or Deadline(None)
+    J = len(inst.jobs)
+    options = [_offline_options(inst, j) for j in range(J)]
+    if any(not o for o in options):
+        return None
+    best = None
+    base = [min(d for d, _ in o) for o in options]
+    orders = [sorted(range(J), key=lambda j: (inst.jobs[j].arrival, j)),
+              sorted(range(J), key=lambda j: (inst.jobs[j].arrival + base[j], j))]
+    for order in orders:
+        allocs: list[Allocation | None] = [None] * J
+        eng_free: dict[str, float] = {g.id: 0.0 for g in inst.cluster.gpus}
+        for j in order:
+            job = inst.jobs[j]
+            bestc = None
+            for d, a in options[j]:
+                s = max([job.arrival] + [eng_free[g] for g in a.gpus])
+                if bestc is None or s + d < bestc[0]:
+                    bestc = (s + d, a)
+            allocs[j] = bestc[1]  # type: ignore[index]
+            for g in bestc[1].gpus:  # type: ignore[index]
+                eng_free[g] = bestc[0]  # type: ignore[index]
+        starts = realize(inst, order, allocs)  # type: ignore[arg-type]
+        if starts is None:
+            continue
+        from .common import replay_objective, timed_schedule
+
+        v = replay_objective(inst, timed_schedule(inst, starts, allocs, "heuristic"))  # type: ignore[arg-type]
+        if v is not None and (best is None or v < best[0]):
+            best = (v, starts, list(allocs))
+        if deadline.left() < 0:
+            break
+    return None if best is None else (best[1], best[2])  # type: ignore[return-value]
+
+
+def repair(inst: Instance, model: PackingModel, chosen: list[int]) -> list[Allocation] | None:
+    """Concrete allocations for a model answer that uses relaxed candidates: exact choices are kept
+    (first free GPUs of each class), relaxed ones are placed greedily on the remaining resources
+    (preferring the relaxed family's GPU types), then 1-opt improves the whole. None on failure."""
+    J = len(inst.jobs)
+    st = State(inst, model)
+    allocs: list[Allocation | None] = [None] * J
+    durs = [0.0] * J
+    todo = []
+    for j, i in enumerate(chosen):
+        c = model.cols[i]
+        a = st.alloc_of(c) if c.exact else None
+        if a is not None and st.fits(j, a):
+            st.take(j, a)
+            allocs[j], durs[j] = a, c.duration
+        else:
+            todo.append(j)
+    for j in sorted(todo, key=lambda j: -model.cols[chosen[j]].n):
+        want = dict(model.cols[chosen[j]].type_counts)
+        opts = _options(inst, model, j, st)
+        if not opts:
+            return None
+
+        def key(x: tuple[float, Allocation]) -> tuple:
+            tc: dict[str, int] = {}
+            for g in x[1].gpus:
+                t = inst.cluster.gpu[g].type
+                tc[t] = tc.get(t, 0) + 1
+            return (tc != want, x[0])
+
+        d, a = min(opts, key=key)
+        st.take(j, a)
+        allocs[j], durs[j] = a, d
+    out, _ = _local_search(inst, model, st, allocs, durs, Deadline(None), rounds=3)  # type: ignore[arg-type]
+    return out

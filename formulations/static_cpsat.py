@@ -1,0 +1,107 @@
+"""CP-SAT model of the static class: set packing over candidate allocations.
+
+One Boolean per candidate (:mod:`formulations.common`: count vectors over classes of identical GPUs,
+so identical GPUs are never distinguished), ``ExactlyOne`` per job, a capacity row per GPU class
+(and per node / GPU type when relaxed candidates exist), node CPU and memory rows where they can
+bind. Costs are ``weight × duration`` scaled to integers by rounding down (bound stays valid);
+``makespan`` uses an integer T ≥ each job's scaled duration. Every variable is hinted from the hint
+schedule or the heuristic incumbent. CPU/memory rows are scaled exactly to integers when the
+numbers allow (×1, ×2, ..., ×10^6); otherwise usage is rounded down and capacity up (a relaxation:
+the bound stays valid, and a decoded schedule is still checked by replay).
+
+Deterministic preset: ``threads=1`` runs one CP-SAT worker with a fixed seed; the time limit is
+wall-clock, so a run that stops on the limit may differ between machines, but a run that finishes
+(proves optimality) returns the same schedule every time.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from jctlab.model import Instance, Schedule
+from jctlab.result import Result
+
+from .common import BackendAnswer, Deadline, PackingModel, Row, integer_costs, solve_static
+
+SOLVER = "cpsat"
+
+
+def _version() -> str:
+    import ortools
+
+    return f"ortools {ortools.__version__}"
+
+
+def integer_row(row: Row) -> tuple[list[int], int, bool]:
+    """Scale a row to integers; the flag says whether the scaling is exact (else a relaxation)."""
+    vals = list(row.coefs) + [row.ub]
+    for m in (1, 2, 4, 5, 8, 10, 100, 1000, 10_000, 1_000_000):
+        if all(abs(x * m - round(x * m)) <= 1e-9 * max(1.0, abs(x * m)) for x in vals):
+            return [int(round(c * m)) for c in row.coefs], int(round(row.ub * m)), True
+    m = 1_000_000
+    return [int(math.floor(c * m)) for c in row.coefs], int(math.ceil(row.ub * m)), False
+
+
+def backend(threads: int, seed: int, params: dict[str, Any]):
+    """A back end for :func:`formulations.common.solve_static`."""
+
+    def run(model: PackingModel, hint_cols: Sequence[int | None] | None, dl: Deadline) -> BackendAnswer:
+        from ortools.sat.python import cp_model
+
+        m = cp_model.CpModel()
+        z = [m.NewBoolVar(f"z{i}") for i in range(len(model.cols))]
+        for g in model.groups:
+            m.AddExactlyOne([z[i] for i in g])
+        exact_rows = True
+        for row in model.rows:
+            coefs, ub, exact = integer_row(row)
+            exact_rows &= exact
+            m.Add(sum(c * z[i] for c, i in zip(coefs, row.cols)) <= ub)
+        ints, scale = integer_costs(model.cost, len(model.groups), rel=1e-7)
+        if model.makespan:
+            T = m.NewIntVar(0, max(ints), "T")
+            for g in model.groups:
+                m.Add(T >= sum(ints[i] * z[i] for i in g))
+            m.Minimize(T)
+        else:
+            m.Minimize(sum(ints[i] * z[i] for i in range(len(z)) if ints[i]))
+        if hint_cols is not None and all(h is not None for h in hint_cols):
+            on = set(hint_cols)  # type: ignore[arg-type]
+            for i, v in enumerate(z):
+                m.AddHint(v, i in on)
+        s = cp_model.CpSolver()
+        p = s.parameters
+        p.num_workers = max(1, threads)
+        p.random_seed = seed
+        p.log_search_progress = False
+        left = dl.left()
+        if math.isfinite(left):
+            p.max_time_in_seconds = max(0.01, left - 0.05)
+        for k, v in params.items():
+            setattr(p, k, v)
+        st = s.Solve(m)
+        info = {"cpsat_status": s.StatusName(st), "cpsat_wall_s": round(s.WallTime(), 3), "int_scale": scale,
+                "exact_rows": exact_rows}
+        if st == cp_model.INFEASIBLE:
+            return BackendAnswer(None, None, infeasible=exact_rows, info=info)
+        bound = s.BestObjectiveBound() / scale * (1 - 1e-12) if st in (cp_model.OPTIMAL, cp_model.FEASIBLE) \
+            or math.isfinite(s.BestObjectiveBound()) else None
+        if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return BackendAnswer(None, bound if (bound is not None and bound > 0) else None, info=info)
+        chosen = []
+        for g in model.groups:
+            chosen.append(next(i for i in g if s.BooleanValue(z[i])))
+        return BackendAnswer(tuple(chosen), bound, proven=st == cp_model.OPTIMAL, info=info)
+
+    return run
+
+
+def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, seed: int = 0,
+          hint: Schedule | None = None, warm: bool = True, reduce: bool = True, **cpsat_params: Any) -> Result:
+    """Solve a static instance with CP-SAT (``cpsat_params`` are raw CP-SAT parameters; ``reduce``:
+    LP reduced-cost filtering of large models first, see :func:`formulations.common.solve_static`)."""
+    params = {"backend": "cpsat", **cpsat_params}
+    return solve_static(inst, SOLVER, backend(threads, seed, cpsat_params), time_limit=time_limit, threads=threads,
+                        seed=seed, hint=hint, warm=warm, solver=SOLVER, version=_version(), params=params,
+                        reduce=reduce)

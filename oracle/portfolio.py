@@ -1,0 +1,128 @@
+"""The ``auto`` method: a portfolio that keeps the best replayed schedule and the largest proven bound.
+
+Static and offline: a heuristic incumbent first (it becomes the hint of every member, hinting every
+variable), then CP-SAT and the HiGHS MILP. With ``threads == 1`` they run one after the other
+(CP-SAT gets 60 % of the time limit, HiGHS the rest, and is skipped when CP-SAT already proved
+optimality; each later member is hinted with the best schedule so far); with ``threads >= 2`` they
+run at the same time in two processes, each with half the threads. Preemptive: the colleague's
+lower bound (status ``bound_only``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing as mp
+import time
+from typing import Any
+
+from jctlab.model import Instance, Schedule
+from jctlab.result import Result
+
+MEMBERS = ("cpsat", "milp")
+CPSAT_SHARE = 0.6
+
+
+def _member(name: str, inst: Instance, time_limit: float | None, threads: int, seed: int, hint: Schedule | None,
+            warm: bool) -> Result:
+    from .methods import _dispatch
+
+    return _dispatch(name, inst, time_limit, threads, seed, hint, {} if warm else {"warm": False})
+
+
+def _member_proc(name: str, inst_d: dict, time_limit: float | None, threads: int, seed: int,
+                 hint_d: dict | None, warm: bool) -> str:
+    """Process entry point: plain data in, a cache payload (JSON) out."""
+    from .cache import to_payload
+
+    inst = Instance.from_dict(inst_d)
+    hint = None if hint_d is None else Schedule.from_dict(hint_d)
+    return to_payload(_member(name, inst, time_limit, threads, seed, hint, warm))
+
+
+def _heuristic(inst: Instance, seed: int, time_limit: float | None) -> Schedule | None:
+    from formulations.common import Deadline, build_packing, enumerate_candidates, static_schedule, timed_schedule
+    from formulations.heuristic import offline_greedy, static_greedy
+
+    dl = Deadline(None if time_limit is None else 0.1 * time_limit)
+    if inst.problem == "static":
+        model = build_packing(inst, enumerate_candidates(inst))
+        if any(not g for g in model.groups):
+            return None
+        a = static_greedy(inst, model, seed=seed, deadline=dl)
+        return None if a is None else static_schedule(inst, a, "heuristic")
+    if inst.problem == "offline":
+        r = offline_greedy(inst, seed=seed, deadline=dl)
+        return None if r is None else timed_schedule(inst, r[0], r[1], "heuristic")
+    return None
+
+
+def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int = 1, seed: int = 0,
+              hint: Schedule | None = None, warm: bool = True) -> Result:
+    from formulations.common import Deadline, finish, solver_versions
+
+    from .cache import from_payload
+
+    t0 = time.perf_counter()
+    dl = Deadline(time_limit, t0)
+    if inst.problem == "preemptive":
+        r = _member("cpsat", inst, time_limit, threads, seed, hint, warm)
+        return r.with_(solver=f"auto/{r.solver}")
+    params: dict[str, Any] = {"members": list(MEMBERS), "time_limit": time_limit, "threads": threads, "seed": seed,
+                              "versions": solver_versions(), "parallel": threads >= 2}
+    if hint is None and warm:
+        hint = _heuristic(inst, seed, time_limit)
+    results: list[Result] = []
+    if threads >= 2:
+        left = dl.left()
+        tl = None if left == float("inf") else max(0.1, left - 0.3)
+        per = max(1, threads // 2)
+        ctx = mp.get_context("spawn")
+        with cf.ProcessPoolExecutor(max_workers=len(MEMBERS), mp_context=ctx) as ex:
+            futs = [ex.submit(_member_proc, m, inst.to_dict(), tl, per, seed,
+                              None if hint is None else hint.to_dict(), warm) for m in MEMBERS]
+            for f in futs:
+                try:
+                    r = from_payload(inst, f.result())
+                except Exception as e:  # a member crashed: keep the others
+                    params.setdefault("member_errors", []).append(repr(e))
+                    continue
+                if r is not None:
+                    results.append(r)
+    else:
+        for k, m in enumerate(MEMBERS):
+            left = dl.left()
+            if left <= 0.05:
+                break
+            tl = None if left == float("inf") else (left * CPSAT_SHARE if k == 0 else left)
+            r = _member(m, inst, tl, 1, seed, hint, warm)
+            results.append(r)
+            if r.status in ("optimal", "infeasible"):
+                break
+            if r.schedule is not None and (hint is None or _better_than_hint(inst, r, hint)):
+                hint = r.schedule
+    params["member_status"] = {r.solver: r.status for r in results}
+    best_sched = None
+    best_obj = None
+    for r in results:
+        if r.objective is not None and (best_obj is None or r.objective < best_obj):
+            best_sched, best_obj = r.schedule, r.objective
+    if hint is not None:
+        from formulations.common import replay_objective
+
+        v = replay_objective(inst, hint)
+        if v is not None and (best_obj is None or v < best_obj):
+            best_sched, best_obj = hint, v
+    bounds = [r.lower_bound for r in results if r.lower_bound is not None]
+    bound = max(bounds) if bounds else None
+    infeasible = any(r.status == "infeasible" for r in results)
+    errors = [r.params.get("error") for r in results if r.status == "error"]
+    if best_sched is None and not infeasible and results and len(errors) == len(results):
+        return finish(inst, "auto", None, None, t0, "auto", "", params, error="; ".join(map(str, errors)))
+    return finish(inst, "auto", best_sched, bound, t0, "auto", "", params, infeasible=infeasible)
+
+
+def _better_than_hint(inst: Instance, r: Result, hint: Schedule) -> bool:
+    from formulations.common import replay_objective
+
+    v = replay_objective(inst, hint)
+    return v is None or (r.objective is not None and r.objective < v)

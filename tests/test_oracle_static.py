@@ -1,0 +1,186 @@
+"""Static-class oracles: CP-SAT, HiGHS, CBC and brute force agree; bounds, statuses, limits, determinism."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from formulations import brute, static_cpsat, static_milp
+from formulations.common import (build_packing, enumerate_candidates, optimistic_duration, gpu_classes,
+                                 static_schedule)
+from formulations.heuristic import static_greedy
+from jctlab.generators import static_instance
+from jctlab.model import Allocation, Instance
+from jctlab.replay import replay
+from jctlab.speed import duration
+from oracle import methods
+
+# ≥ 20 tiny instances: locality penalty, variability, elastic sizes, cpu_mem, ps, objectives, equal split
+CASES = []
+for s in range(24):
+    kw = dict(gpus=3 + s % 2, nodes=1 + s % 3 if 3 + s % 2 >= 1 + s % 3 else 2, jobs=2 + (s % 5 == 0), seed=s,
+              sizes=((1, 2), (1, 2, 3), (2,), (1, 3))[s % 4], variability=(0.0, 0.08, 0.15)[s % 3],
+              locality_penalty=(1.0, 1.3, 1.7)[(s // 3) % 3], cpu_mem=s % 4 == 1, ps=s % 6 == 2,
+              objective=("mean_jct", "weighted_jct", "makespan", "mean_jct")[(s // 2) % 4])
+    CASES.append(kw)
+
+
+def _inst(kw: dict) -> Instance:
+    inst = static_instance(**kw)
+    if kw["seed"] % 7 == 3:  # equal split and weights too
+        d = inst.to_dict()
+        d["cluster"]["split"] = "equal"
+        for k, j in enumerate(d["jobs"]):
+            j["weight"] = 1.0 + k
+        inst = Instance.from_dict(d)
+    return inst
+
+
+def _check(inst: Instance, r) -> None:
+    assert r.schedule is not None
+    rep = replay(inst, r.claimed_schedule())
+    assert rep.valid, rep.error
+    assert rep.objective == pytest.approx(r.objective, rel=1e-6)
+    assert r.lower_bound is None or r.lower_bound <= r.objective * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("kw", CASES, ids=[f"s{k['seed']}" for k in CASES])
+def test_models_agree_with_brute_force(kw: dict) -> None:
+    inst = _inst(kw)
+    ref = brute.solve(inst)
+    if ref.status == "infeasible":
+        for f in (static_cpsat.solve, static_milp.solve):
+            assert f(inst).status == "infeasible"
+        return
+    assert ref.status == "optimal"
+    _check(inst, ref)
+    for r in (static_cpsat.solve(inst, seed=1), static_milp.solve(inst, backend="highs"),
+              static_milp.solve(inst, backend="cbc"), static_cpsat.solve(inst, warm=False, reduce=False)):
+        _check(inst, r)
+        assert r.status == "optimal", (r.solver, r.params)
+        assert r.objective == pytest.approx(ref.objective, rel=1e-6), r.solver
+        assert r.lower_bound <= ref.objective * (1 + 1e-9)
+
+
+def test_relaxed_candidates_still_exact_on_small_instance() -> None:
+    """Force relaxed spread candidates (spread_cap=0): bound stays valid; optimum unchanged here."""
+    inst = static_instance(gpus=4, nodes=2, jobs=2, sizes=(1, 2, 3), seed=5, variability=0.1)
+    cs = enumerate_candidates(inst, spread_cap=0)
+    assert cs.relaxed
+    ref = brute.solve(inst)
+    r = static_cpsat.solve(inst)
+    assert r.lower_bound <= ref.objective * (1 + 1e-9)
+    assert r.objective == pytest.approx(ref.objective, rel=1e-6)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), var=st.sampled_from([0.0, 0.1]), pen=st.sampled_from([1.0, 1.5]))
+def test_optimistic_spread_duration_is_a_lower_bound(seed: int, var: float, pen: float) -> None:
+    inst = static_instance(gpus=6, nodes=3, jobs=1, sizes=(2, 3), seed=seed, variability=var, locality_penalty=pen,
+                           cpu_mem=seed % 2 == 0)
+    job = inst.jobs[0]
+    classes = gpu_classes(inst)
+    import itertools
+
+    for n in job.sizes:
+        for gs in itertools.combinations([g.id for g in inst.cluster.gpus], n):
+            if len({g.split(":")[0] for g in gs}) < 2:
+                continue
+            tc: dict[str, int] = {}
+            for g in gs:
+                t = inst.cluster.gpu[g].type
+                tc[t] = tc.get(t, 0) + 1
+            lb = optimistic_duration(inst, job, classes, tc, spread=True)
+            assert lb <= duration(job, Allocation(gs), inst.cluster) * (1 + 1e-12)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000))
+def test_bound_below_objective_and_optimum_below_heuristic(seed: int) -> None:
+    inst = static_instance(gpus=6, nodes=2, jobs=3, sizes=(1, 2), seed=seed, variability=0.05, locality_penalty=1.2)
+    r = static_cpsat.solve(inst)
+    _check(inst, r)
+    assert r.status == "optimal"
+    model = build_packing(inst, enumerate_candidates(inst))
+    h = static_greedy(inst, model, seed=seed)
+    assert h is not None
+    hv = replay(inst, static_schedule(inst, h, "h")).objective
+    assert r.objective <= hv * (1 + 1e-9)
+
+
+def test_infeasible_instance() -> None:
+    inst = static_instance(gpus=3, nodes=1, jobs=2, sizes=(2,), seed=0)
+    for m in ("cpsat", "milp", "milp-cbc", "brute", "auto"):
+        r = methods.solve(inst, method=m)
+        assert r.status == "infeasible", m
+        assert r.schedule is None
+
+
+def test_interference_gives_valid_bound_not_optimal_claim() -> None:
+    inst = static_instance(gpus=4, nodes=1, jobs=3, sizes=(1,), seed=3, interference=0.3)
+    r = static_cpsat.solve(inst)
+    _check(inst, r)
+    assert r.status == "feasible"  # the model relaxes interference: gap > 0
+    assert r.lower_bound < r.objective
+
+
+@pytest.mark.parametrize("method", ["cpsat", "milp", "auto"])
+def test_time_limit_respected(method: str) -> None:
+    inst = static_instance(gpus=32, nodes=8, jobs=24, sizes=(1, 2, 4), seed=1, variability=0.05)
+    t = time.perf_counter()
+    r = methods.solve(inst, method=method, time_limit=1.0)
+    el = time.perf_counter() - t
+    assert el < 1.0 + 1.0  # candidate enumeration (~0.2 s here) is not interruptible
+    assert r.status in ("optimal", "feasible", "timeout_no_solution")
+    assert r.lower_bound is not None and r.lower_bound > 0
+    if r.schedule is not None:
+        _check(inst, r)
+
+
+def test_timeout_without_solution_still_has_bound() -> None:
+    inst = static_instance(gpus=64, nodes=8, jobs=32, sizes=(1, 2, 4, 8), seed=2, variability=0.05)
+    r = static_cpsat.solve(inst, time_limit=0.01, warm=False, reduce=False)
+    assert r.status in ("timeout_no_solution", "feasible")
+    assert r.lower_bound is not None and r.lower_bound > 0
+    if r.status == "timeout_no_solution":
+        assert r.schedule is None and r.objective is None
+
+
+def test_deterministic_preset() -> None:
+    inst = static_instance(gpus=16, nodes=4, jobs=8, sizes=(1, 2, 4), seed=7, variability=0.05)
+    a = methods.solve(inst, method="cpsat", threads=1, seed=3)
+    b = methods.solve(inst, method="cpsat", threads=1, seed=3)
+    assert a.schedule.to_dict() == b.schedule.to_dict()
+    assert (a.objective, a.lower_bound, a.status) == (b.objective, b.lower_bound, b.status)
+
+
+def test_hint_is_used_and_params_record_versions() -> None:
+    inst = static_instance(gpus=8, nodes=2, jobs=4, sizes=(1, 2), seed=9, variability=0.05)
+    ref = static_milp.solve(inst)
+    r = static_cpsat.solve(inst, hint=ref.schedule, warm=False)
+    assert r.objective == pytest.approx(ref.objective, rel=1e-6)
+    assert "ortools" in r.params["versions"] and "highspy" in r.params["versions"]
+
+
+def test_cli_solve(tmp_path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from jctlab.model import save_instance
+
+    inst = static_instance(gpus=4, nodes=2, jobs=2, sizes=(1, 2), seed=1)
+    p = tmp_path / "i.json"
+    save_instance(inst, p)
+    out = subprocess.run([sys.executable, "-m", "jctlab.cli", "solve", str(p), "--method", "cpsat", "--time-limit", "5",
+                          "--threads", "1", "--seed", "0", "--out", str(tmp_path / "s.json"), "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert d["status"] == "optimal" and d["valid"]
+    bad = subprocess.run([sys.executable, "-m", "jctlab.cli", "solve", str(p), "--method", "cpsat", "--nope", "1"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "nope" in bad.stderr

@@ -38,7 +38,9 @@ def cpu_mem_speedup(job: Job, alloc: Allocation) -> float:
     if alloc.cpus_per_gpu is None and alloc.mem_gb_per_gpu is None:
         return 1.0
     if job.cpu_mem is None:
-        return 1.0
+        # without a sensitivity table a job's CPU/memory is the fair share (null): a level it picks
+        # from no table would let it claim no CPU at no cost
+        raise SpeedError(f"job {job.name} has no cpu_mem table: its cpus_per_gpu/mem_gb_per_gpu must be null")
     if alloc.cpus_per_gpu is None or alloc.mem_gb_per_gpu is None:
         raise SpeedError("cpus_per_gpu and mem_gb_per_gpu pick a cpu_mem level together: set both or neither")
     s = job.cpu_mem.speedup(alloc.cpus_per_gpu, alloc.mem_gb_per_gpu)

@@ -117,3 +117,8 @@ def test_type_that_cannot_host_is_rejected(tiny_d):
     with pytest.raises(SpeedError):
         t(inst, "a", ("n1:0",))
     assert math.isfinite(t(inst, "a", ("n0:0",)))
+
+
+def test_a_job_without_cpu_mem_table_cannot_pick_a_level(tiny):
+    with pytest.raises(SpeedError, match="no cpu_mem table"):
+        t(tiny, "a", ("n0:0",), cpus_per_gpu=0, mem_gb_per_gpu=0)

@@ -1,0 +1,582 @@
+"""Allocation options, duration lower bounds and re-timing shared by the offline oracles.
+
+Two kinds of *options* describe what a job may run on:
+
+* concrete options (:func:`concrete_options`): a GPU set, PS nodes and a cpu_mem level, with the
+  exact duration from :func:`jctlab.speed.duration` and the node CPU/memory it holds. When the
+  enumeration covers every allocation of the instance (up to dominance) it is *complete* and a model
+  over it is exact; otherwise it is a restricted heuristic space (incumbents only).
+* relaxed classes (:func:`class_options`): "n GPUs on node v" or "n GPUs spread over >= 2 nodes",
+  with a duration that lower-bounds every concrete allocation of the class
+  (:func:`single_node_lb`, :func:`spread_lb`). A model over classes with per-node and cluster-wide
+  GPU-count cumulatives is a relaxation of the offline class, so its bound is valid.
+
+Every option carries its resource demands ``{resource: amount}``; :func:`capacities` gives each
+resource's capacity. Resources: ``("g", gpu_id)`` (capacity 1), ``("n", node)`` GPU count of a node,
+``("all",)`` GPU count of the cluster, ``("cpu", node)`` and ``("mem", node)``.
+
+:func:`retime` turns a start ORDER and a per-job chooser into a valid schedule with exact float
+times by earliest-start list scheduling through :class:`jctlab.simulate.Simulator` (so interference,
+CPU/memory and every rule are those of replay).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from jctlab.model import Allocation, Instance, Job
+from jctlab.simulate import PolicyError, Simulator, Start
+from jctlab.speed import SpeedError, allreduce_s, duration, ps_overhead_s
+
+EPS = 1e-9
+
+Resource = tuple
+
+
+@dataclass(frozen=True)
+class Option:
+    job: int
+    dur: float
+    demand: dict = field(hash=False, compare=False)
+    alloc: Allocation | None = None      # concrete option
+    cls: tuple | None = None             # relaxed class: ("node", name, n) | ("spread", n)
+
+
+# ----------------------------------------------------------------------------- basic helpers
+
+
+def rho(job: Job, gpu) -> float:
+    """One GPU's throughput for the job's class (samples/s), inf for a zero slowdown factor."""
+    f = gpu.factor(job.job_class)
+    r = job.samples_per_s.get(gpu.type, 0.0)
+    return math.inf if f == 0 else r / f
+
+
+def hostable(inst: Instance, job: Job) -> list:
+    return [g for g in inst.cluster.gpus if job.can_use(g.type)]
+
+
+def levels(job: Job) -> list[tuple[float | None, float | None]]:
+    """cpu_mem choices: fair share (None) plus the job's levels (jobs without cpu_mem: fair share only)."""
+    out: list[tuple[float | None, float | None]] = [(None, None)]
+    if job.cpu_mem is not None:
+        out += [(c, m) for c, m, _ in job.cpu_mem.levels]
+    return out
+
+
+def max_speedup(job: Job) -> float:
+    if job.cpu_mem is None:
+        return 1.0
+    return max([1.0] + [s for _, _, s in job.cpu_mem.levels])
+
+
+def demand_of(inst: Instance, job: Job, alloc: Allocation) -> dict:
+    """Resources held (same rule as the engine: fair share when the level is None)."""
+    cl = inst.cluster
+    d: dict = {}
+    for g in alloc.gpus:
+        n = g.split(":", 1)[0]
+        node = cl.node[n]
+        d[("g", g)] = 1
+        d[("n", n)] = d.get(("n", n), 0) + 1
+        d[("cpu", n)] = d.get(("cpu", n), 0.0) + (node.fair_cpus if alloc.cpus_per_gpu is None else alloc.cpus_per_gpu)
+        d[("mem", n)] = d.get(("mem", n), 0.0) + (node.fair_mem_gb if alloc.mem_gb_per_gpu is None else alloc.mem_gb_per_gpu)
+    d[("all",)] = len(alloc.gpus)
+    if job.ps is not None:
+        for n in alloc.ps_nodes:
+            d[("cpu", n)] = d.get(("cpu", n), 0.0) + job.ps.ps_cpus
+    return d
+
+
+def capacities(inst: Instance) -> dict:
+    cl = inst.cluster
+    cap: dict = {("all",): len(cl.gpus)}
+    for nd in cl.nodes:
+        cap[("n", nd.name)] = len(nd.gpus)
+        cap[("cpu", nd.name)] = nd.cpus
+        cap[("mem", nd.name)] = nd.mem_gb
+        for g in nd.gpus:
+            cap[("g", g.id)] = 1
+    return cap
+
+
+def fits_alone(demand: dict, cap: dict) -> bool:
+    return all(v <= cap[r] + EPS * max(1.0, cap[r]) for r, v in demand.items())
+
+
+def _dominated(a: Option, b: Option) -> bool:
+    """a dominated by b: b no longer and holds no more of anything."""
+    if b.dur > a.dur:
+        return False
+    for r, v in b.demand.items():
+        if v > a.demand.get(r, 0.0) + 1e-12:
+            return False
+    return True
+
+
+def _filter(opts: list[Option]) -> list[Option]:
+    opts = sorted(opts, key=lambda o: (o.dur, sum(v for r, v in o.demand.items() if r[0] in ("cpu", "mem"))))
+    keep: list[Option] = []
+    for o in opts:
+        if not any(_dominated(o, k) for k in keep):
+            keep.append(o)
+    return keep
+
+
+def _ps_choices(job: Job, nodes: Sequence[str]) -> list[tuple[str, ...]]:
+    if job.ps is None:
+        return [()]
+    out = []
+    for p in range(1, job.ps.max_ps + 1):
+        out += list(itertools.combinations_with_replacement(sorted(nodes), p))
+    return out
+
+
+def _options_for_set(inst: Instance, j: int, gids: tuple[str, ...], ps_nodes_pool: Sequence[str], cap: dict) -> list[Option]:
+    job = inst.jobs[j]
+    out = []
+    for psn in _ps_choices(job, ps_nodes_pool):
+        for c, m in levels(job):
+            alloc = Allocation(tuple(gids), psn, c, m)
+            try:
+                d = duration(job, alloc, inst.cluster)
+            except SpeedError:
+                continue
+            dem = demand_of(inst, job, alloc)
+            if fits_alone(dem, cap):
+                out.append(Option(j, d, dem, alloc=alloc))
+    return out
+
+
+# ----------------------------------------------------------------------------- concrete options
+
+
+def count_subsets(inst: Instance, job: Job) -> int:
+    h = len(hostable(inst, job))
+    return sum(math.comb(h, n) for n in job.sizes if n <= h)
+
+
+def concrete_options(inst: Instance, full_limit: int = 64) -> tuple[list[list[Option]], bool]:
+    """Per job, its concrete options; ``complete`` when every GPU subset was enumerated.
+
+    Complete enumeration (all GPU subsets of every allowed size, every PS multiset over every node,
+    every cpu_mem level, minus dominated options with the same demands) happens when every job has
+    at most ``full_limit`` GPU subsets. Otherwise a restricted heuristic space: per node and size the
+    job's best GPUs, the next best and index-aligned blocks; over several nodes, greedy fills.
+    """
+    cap = capacities(inst)
+    node_names = [nd.name for nd in inst.cluster.nodes]
+    complete = all(count_subsets(inst, j) <= full_limit for j in inst.jobs)
+    out: list[list[Option]] = []
+    for j, job in enumerate(inst.jobs):
+        hs = hostable(inst, job)
+        sets: set[tuple[str, ...]] = set()
+        if complete:
+            for n in job.sizes:
+                for comb in itertools.combinations([g.id for g in hs], n):
+                    sets.add(tuple(comb))
+        else:
+            sets = _restricted_sets(inst, job, hs)
+        opts: list[Option] = []
+        for gids in sorted(sets):
+            pool = node_names if complete else sorted({g.split(":", 1)[0] for g in gids})
+            opts += _filter(_options_for_set(inst, j, gids, pool, cap))
+        out.append(opts)
+    return out, complete
+
+
+def node_complete_options(inst: Instance, limit: int = 20000) -> list[list[Option]] | None:
+    """Every single-node allocation (all GPU subsets of each node, every PS multiset and level) as a
+    concrete option, plus a relaxed ``("spread", n)`` class for allocations over several nodes.
+
+    A model over these is a relaxation of the offline class (spread jobs only hold the cluster GPU
+    count) that is exact for schedules without spread jobs. None when it exceeds ``limit`` options.
+    """
+    cap = capacities(inst)
+    node_names = [nd.name for nd in inst.cluster.nodes]
+    total = 0
+    for job in inst.jobs:
+        for nd in inst.cluster.nodes:
+            h = sum(1 for g in nd.gpus if job.can_use(g.type))
+            total += sum(math.comb(h, n) for n in job.sizes if n <= h) * len(_ps_choices(job, node_names)) * len(levels(job))
+    if total > limit:
+        return None
+    out: list[list[Option]] = []
+    for j, job in enumerate(inst.jobs):
+        opts: list[Option] = []
+        for nd in inst.cluster.nodes:
+            ids = [g.id for g in nd.gpus if job.can_use(g.type)]
+            for n in job.sizes:
+                for comb in itertools.combinations(ids, n):
+                    opts += _filter(_options_for_set(inst, j, tuple(comb), node_names, cap))
+        for n in job.sizes:
+            d = spread_lb(inst, job, n)
+            if d is not None:
+                opts.append(Option(j, d, {("all",): n}, cls=("spread", n)))
+        out.append(opts)
+    return out
+
+
+def mixed_chooser(chosen: dict[int, Option]) -> Callable:
+    """Concrete options keep their allocation; relaxed ones pick the fastest free set of their class."""
+    fixed = fixed_chooser({j: o.alloc for j, o in chosen.items() if o.alloc is not None})
+    rel = class_chooser({j: o.cls for j, o in chosen.items() if o.alloc is None})
+
+    def choose(inst, j, free, cpu, mem):
+        return fixed(inst, j, free, cpu, mem) if chosen[j].alloc is not None else rel(inst, j, free, cpu, mem)
+
+    return choose
+
+
+def _restricted_sets(inst: Instance, job: Job, hs: list) -> set[tuple[str, ...]]:
+    sets: set[tuple[str, ...]] = set()
+    by_node: dict[str, list] = {}
+    for g in hs:
+        by_node.setdefault(g.node, []).append(g)
+    maxn = max((len(v) for v in by_node.values()), default=0)
+    for n in job.sizes:
+        for node, gl in by_node.items():
+            if len(gl) < n:
+                continue
+            best = sorted(gl, key=lambda g: (-rho(job, g), g.index))
+            for k in range(len(gl) // n):
+                sets.add(tuple(sorted(g.id for g in best[k * n:(k + 1) * n])))
+                byidx = sorted(gl, key=lambda g: g.index)
+                sets.add(tuple(sorted(g.id for g in byidx[k * n:(k + 1) * n])))
+        if n > maxn and n <= len(hs) and len(by_node) > 1:
+            names = sorted(by_node)
+            for first in names:
+                seq = [first] + [x for x in names if x != first]
+                pick: list = []
+                for x in seq:
+                    pick += sorted(by_node[x], key=lambda g: (-rho(job, g), g.index))
+                    if len(pick) >= n:
+                        break
+                sets.add(tuple(sorted(g.id for g in pick[:n])))
+            best = sorted(hs, key=lambda g: (-rho(job, g), g.id))[:n]
+            sets.add(tuple(sorted(g.id for g in best)))
+    return sets
+
+
+# ----------------------------------------------------------------------------- lower bounds
+
+
+def _compute_lb(job: Job, rhos: list[float], split: str) -> float:
+    if any(math.isinf(r) for r in rhos):
+        return 0.0
+    if split == "proportional":
+        return job.batch / sum(rhos)
+    return job.batch / (len(rhos) * min(rhos))
+
+
+def _comm_lb(job: Job, n: int, gbps: float) -> float:
+    if job.ps is not None:
+        return min(ps_overhead_s(job.ps.theta, n, p) for p in range(1, job.ps.max_ps + 1))
+    return allreduce_s(job.comm_mb, n, gbps)
+
+
+def single_node_lb(inst: Instance, job: Job, node: str, n: int) -> float | None:
+    """Lower bound on the duration of every allocation of ``n`` GPUs all on ``node`` (any PS
+    placement and cpu_mem level); None when the node has fewer than n GPUs that can host the job.
+
+    Formula part: the n fastest GPUs of the node maximise Σρ (proportional) and n·min ρ (equal);
+    comm is the intra-node all-reduce (k = 1 without PS) or the smallest PS overhead over p; the
+    locality penalty is ≥ 1 and dropped. Measured part: a single-type set uses
+    worst-factor / measured[t][n] and the smallest possible worst factor is the n-th smallest factor.
+    The duration of any set is one of these expressions, so their minimum is a lower bound; dividing
+    by the largest cpu_mem speedup covers every level.
+    """
+    cl = inst.cluster
+    gl = [g for g in cl.node[node].gpus if job.can_use(g.type)]
+    if len(gl) < n:
+        return None
+    rh = sorted((rho(job, g) for g in gl), reverse=True)[:n]
+    cand = [_compute_lb(job, rh, cl.split) + _comm_lb(job, n, cl.intra_node_gbps)]
+    if job.ps is None:
+        for t, tab in job.measured.items():
+            if "/" in t or n not in tab:
+                continue
+            fs = sorted(g.factor(job.job_class) for g in gl if g.type == t)
+            if len(fs) >= n:
+                cand.append(fs[n - 1] / tab[n])
+    return job.iterations * min(cand) / max_speedup(job)
+
+
+def spread_lb(inst: Instance, job: Job, n: int) -> float | None:
+    """Lower bound on the duration of every allocation of ``n`` GPUs over two or more nodes."""
+    cl = inst.cluster
+    hs = hostable(inst, job)
+    if n < 2 or len(hs) < n or len({g.node for g in hs}) < 2:
+        return None
+    rh = sorted((rho(job, g) for g in hs), reverse=True)[:n]
+    pen = cl.locality_penalty
+    cand = [(_compute_lb(job, rh, cl.split) + _comm_lb(job, n, cl.inter_node_gbps)) * pen]
+    if job.ps is None:
+        for t in {g.type for g in hs}:
+            fs = sorted(g.factor(job.job_class) for g in hs if g.type == t)
+            if len(fs) < n:
+                continue
+            sp = job.measured.get(f"{t}/spread", {})
+            if n in sp:
+                cand.append(fs[n - 1] / sp[n])
+            elif n in job.measured.get(t, {}):
+                cand.append(fs[n - 1] / job.measured[t][n] * pen)
+    return job.iterations * min(cand) / max_speedup(job)
+
+
+def class_options(inst: Instance) -> list[list[Option]]:
+    """Relaxed classes per job with lower-bound durations and GPU-count demands."""
+    out = []
+    for j, job in enumerate(inst.jobs):
+        opts = []
+        for n in job.sizes:
+            for nd in inst.cluster.nodes:
+                d = single_node_lb(inst, job, nd.name, n)
+                if d is not None:
+                    opts.append(Option(j, d, {("n", nd.name): n, ("all",): n}, cls=("node", nd.name, n)))
+            d = spread_lb(inst, job, n)
+            if d is not None:
+                opts.append(Option(j, d, {("all",): n}, cls=("spread", n)))
+        out.append(opts)
+    return out
+
+
+def p_min(inst: Instance) -> list[float]:
+    """Per job, a lower bound on its run time on any allocation (inf when it cannot run)."""
+    return [min((o.dur for o in opts), default=math.inf) for opts in class_options(inst)]
+
+
+def trivial_bound(inst: Instance) -> float:
+    """Objective bound from C_j ≥ a_j + p_min_j alone."""
+    pm = p_min(inst)
+    jobs = inst.jobs
+    if inst.objective == "makespan":
+        return max(j.arrival + p for j, p in zip(jobs, pm)) - min(j.arrival for j in jobs)
+    if inst.objective == "weighted_jct":
+        return sum(j.weight * p for j, p in zip(jobs, pm)) / sum(j.weight for j in jobs)
+    return sum(pm) / len(jobs)
+
+
+def binding_resources(inst: Instance, opts: list[list[Option]]) -> set:
+    """CPU/memory resources that some option could overload (held above the fair share)."""
+    cl = inst.cluster
+    out = set()
+    for ol in opts:
+        for o in ol:
+            for r, v in o.demand.items():
+                if r[0] in ("cpu", "mem"):
+                    node = cl.node[r[1]]
+                    fair = node.fair_cpus if r[0] == "cpu" else node.fair_mem_gb
+                    if v > o.demand.get(("n", r[1]), 0) * fair + 1e-9:
+                        out.add(r)
+    return out
+
+
+# ----------------------------------------------------------------------------- re-timing
+
+
+class _OrderPolicy:
+    """Start jobs in a given order as soon as ``choose`` finds them an allocation.
+
+    ``strict``: a job never starts before the jobs ahead of it in the order (list scheduling of the
+    model's sequence); otherwise later jobs may start in gaps (backfilling).
+    """
+
+    def __init__(self, order: Sequence[int], choose: Callable, strict: bool):
+        self.order = list(order)
+        self.choose = choose
+        self.strict = strict
+        self.started: set[int] = set()
+
+    def decide(self, sim):
+        eng = sim.engine
+        free = {n: set(s) for n, s in eng.free.items()}
+        cpu = dict(eng.cpu_used)
+        mem = dict(eng.mem_used)
+        acts = []
+        for j in self.order:
+            if j in self.started:
+                continue
+            if j not in sim.waiting:
+                if self.strict:
+                    break
+                continue
+            alloc = self.choose(sim.inst, j, free, cpu, mem)
+            if alloc is None:
+                if self.strict:
+                    break
+                continue
+            dem = demand_of(sim.inst, sim.inst.jobs[j], alloc)
+            for r, v in dem.items():
+                if r[0] == "g":
+                    free[r[1].split(":", 1)[0]].discard(r[1])
+                elif r[0] == "cpu":
+                    cpu[r[1]] += v
+                elif r[0] == "mem":
+                    mem[r[1]] += v
+            self.started.add(j)
+            acts.append(Start(j, alloc))
+        return acts
+
+
+def _fits_now(inst, dem, free, cpu, mem) -> bool:
+    cl = inst.cluster
+    for r, v in dem.items():
+        if r[0] == "g":
+            if r[1] not in free[r[1].split(":", 1)[0]]:
+                return False
+        elif r[0] == "cpu":
+            c = cl.node[r[1]].cpus
+            if cpu[r[1]] + v > c + EPS * max(1.0, c):
+                return False
+        elif r[0] == "mem":
+            c = cl.node[r[1]].mem_gb
+            if mem[r[1]] + v > c + EPS * max(1.0, c):
+                return False
+    return True
+
+
+def fixed_chooser(allocs: dict[int, Allocation]) -> Callable:
+    """Chooser for concrete decisions: the job's own allocation once it fits."""
+
+    def choose(inst, j, free, cpu, mem):
+        a = allocs[j]
+        return a if _fits_now(inst, demand_of(inst, inst.jobs[j], a), free, cpu, mem) else None
+
+    return choose
+
+
+def class_chooser(classes: dict[int, tuple | None]) -> Callable:
+    """Chooser for relaxed decisions: the fastest concrete allocation of the job's class among the
+    free GPUs now (any class when the class is None or has nothing that fits an idle cluster)."""
+    cache: dict = {}
+
+    def choose(inst, j, free, cpu, mem):
+        job = inst.jobs[j]
+        cls = classes.get(j)
+        best = None
+        for alloc, d in _free_allocs(inst, job, cls, free, cache):
+            dem = demand_of(inst, job, alloc)
+            if _fits_now(inst, dem, free, cpu, mem) and (best is None or d < best[1]):
+                best = (alloc, d)
+        if best is None and cls is not None:
+            # a class that never fits alone (CPU of PS...): fall back to any class once idle
+            total_free = sum(len(s) for s in free.values())
+            if total_free == len(inst.cluster.gpus):
+                return choose_any(inst, j, free, cpu, mem)
+        return None if best is None else best[0]
+
+    def choose_any(inst, j, free, cpu, mem):
+        best = None
+        for alloc, d in _free_allocs(inst, inst.jobs[j], None, free, cache):
+            if _fits_now(inst, demand_of(inst, inst.jobs[j], alloc), free, cpu, mem) and (best is None or d < best[1]):
+                best = (alloc, d)
+        return None if best is None else best[0]
+
+    return choose
+
+
+def _free_allocs(inst: Instance, job: Job, cls, free, cache):
+    """Candidate allocations among free GPUs: per node the fastest free n, or a greedy spread."""
+    cl = inst.cluster
+    node_names = [nd.name for nd in cl.nodes]
+    gsets = []
+    for n in job.sizes:
+        if cls is not None and cls[-1] != n:
+            continue
+        for nd in cl.nodes:
+            if cls is not None and (cls[0] != "node" or cls[1] != nd.name):
+                continue
+            gl = [cl.gpu[g] for g in free[nd.name] if job.can_use(cl.gpu[g].type)]
+            if len(gl) >= n:
+                gl.sort(key=lambda g: (-rho(job, g), g.index))
+                gsets.append(tuple(sorted(g.id for g in gl[:n])))
+        if n >= 2 and (cls is None or cls[0] == "spread"):
+            gl = [cl.gpu[g] for s in free.values() for g in s if job.can_use(cl.gpu[g].type)]
+            if len(gl) >= n and len({g.node for g in gl}) >= 2:
+                gl.sort(key=lambda g: (-rho(job, g), g.id))
+                pick = gl[:n]
+                if len({g.node for g in pick}) < 2:     # make it a real spread
+                    other = [g for g in gl[n:] if g.node != pick[0].node]
+                    pick = pick[:-1] + other[:1] if other else pick
+                gsets.append(tuple(sorted(g.id for g in pick)))
+                # consolidated-first fill: fewest nodes
+                by: dict = {}
+                for g in gl:
+                    by.setdefault(g.node, []).append(g)
+                fill: list = []
+                for node in sorted(by, key=lambda x: -len(by[x])):
+                    fill += by[node]
+                    if len(fill) >= n:
+                        break
+                gsets.append(tuple(sorted(g.id for g in fill[:n])))
+    for gids in dict.fromkeys(gsets):
+        if len(gids) not in job.sizes:
+            continue
+        gnodes = sorted({g.split(":", 1)[0] for g in gids})
+        key = (job.name, gids)
+        if key not in cache:
+            res = []
+            for psn in _ps_choices(job, node_names if len(node_names) <= 4 else gnodes):
+                for c, m in levels(job):
+                    a = Allocation(gids, psn, c, m)
+                    try:
+                        res.append((a, duration(job, a, cl)))
+                    except SpeedError:
+                        pass
+            res.sort(key=lambda x: x[1])
+            cache[key] = res
+        yield from cache[key]
+
+
+def retime(inst: Instance, order: Sequence[int], choose: Callable, method: str, strict: bool = True):
+    """List-schedule ``order`` with ``choose``; returns (schedule, replay) or (None, None)."""
+    try:
+        sched, rep = Simulator(inst, _OrderPolicy(order, choose, strict), method=method).run()
+    except PolicyError:
+        return None, None
+    return sched, rep
+
+
+def best_retime(inst: Instance, order: Sequence[int], choose_factory: Callable, method: str):
+    """Strict list scheduling and backfilling of the same order; the better replayed schedule."""
+    best = (None, None)
+    for strict in (True, False):
+        s, r = retime(inst, order, choose_factory(), method, strict)
+        if s is not None and r.valid and (best[1] is None or r.objective < best[1].objective - 1e-12):
+            best = (s, r)
+    return best
+
+
+def greedy(inst: Instance, method: str = "greedy"):
+    """A fallback incumbent: arrival order, fastest free allocation (with backfilling)."""
+    order = sorted(range(len(inst.jobs)), key=lambda j: (inst.jobs[j].arrival, j))
+    return best_retime(inst, order, lambda: class_chooser({}), method)
+
+
+def weights(inst: Instance) -> list[float]:
+    if inst.objective == "weighted_jct":
+        return [j.weight for j in inst.jobs]
+    return [1.0] * len(inst.jobs)
+
+
+def objective_from_completions(inst: Instance, comp: Sequence[float]) -> float:
+    jobs = inst.jobs
+    if inst.objective == "makespan":
+        return max(comp) - min(j.arrival for j in jobs)
+    w = weights(inst)
+    return sum(wi * (c - j.arrival) for wi, c, j in zip(w, comp, jobs)) / sum(w)
+
+
+def job_infeasible(inst: Instance, opts: list[list[Option]], complete: bool) -> int | None:
+    """Index of a job that no allocation can host (proven), else None."""
+    for j, job in enumerate(inst.jobs):
+        hs = hostable(inst, job)
+        if not any(n <= len(hs) for n in job.sizes):
+            return j
+        if complete and not opts[j]:
+            return j
+    return None

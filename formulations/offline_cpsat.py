@@ -1,0 +1,283 @@
+"""CP-SAT oracle for the offline class (SPEC §3): non-preemptive jobs arriving over time.
+
+Two models over the option structure of :mod:`formulations.offline_candidates`:
+
+* **exact model** (concrete options): one optional fixed-size interval per job and option sharing
+  the job's start; no-overlap per GPU; redundant GPU-count cumulatives per node and for the
+  cluster; CPU/memory cumulatives per node where an option can hold more than the fair share.
+  When the option enumeration is complete its bound is a bound of the offline class.
+* **relaxed model** (classes "n GPUs on node v" / "n GPUs spread"): durations are lower bounds over
+  every allocation of the class (best GPUs under variability, best cpu_mem level, smallest PS
+  overhead, no locality penalty on one node); per-node and cluster GPU-count cumulatives. Every
+  offline schedule maps onto a feasible solution of it with no larger completion times, so its
+  proven bound is a bound of the offline class, whatever the size of the instance. Its solution is
+  decoded (order + class) into concrete GPUs by list scheduling.
+
+Times are integers in units ``u``. Bound side: durations and release dates are rounded DOWN, which
+keeps every offline schedule feasible (floor(s)+floor(p) ≤ floor(s+p); a set of jobs active at an
+integer instant of the rounded schedule is active together just before the next one in the real
+schedule), so the rounded optimum is a lower bound. Incumbents never use model times: the ORDER and
+allocations are decoded and re-timed exactly by earliest-start list scheduling through the
+simulator (interference included), then replayed; the objective is the replayed one.
+
+Status: ``optimal`` when the replayed objective and the proven bound agree within the replay
+tolerance (relative 1e-6, which covers the rounding unit); ``feasible`` with the bound otherwise;
+``infeasible`` when some job fits no allocation; ``timeout_no_solution`` with the bound.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from ortools.sat.python import cp_model
+
+from jctlab.errors import InputError
+from jctlab.model import Instance, Schedule
+from jctlab.replay import replay
+from jctlab.result import Result
+
+from . import offline_candidates as oc
+
+OPT_RTOL = 1e-6
+SOLVER = "cpsat"
+
+
+def _unit(inst: Instance, opts) -> float:
+    h = max(j.arrival for j in inst.jobs) + sum(max((o.dur for o in ol), default=0.0) for ol in opts)
+    return max(h, 1.0) / 1e9
+
+
+def _int_weights(inst: Instance) -> tuple[list[int], int]:
+    w = oc.weights(inst)
+    if all(x == w[0] for x in w):
+        return [1] * len(w), 1
+    k = 1000
+    return [max(1, math.floor(x * k)) for x in w], k
+
+
+def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set, *, time_limit, threads, seed,
+                    hint: dict | None = None, unit: float | None = None):
+    """Solve the option model. Returns dict(status, bound (objective units), choice, start) or None."""
+    u = unit or _unit(inst, opts)
+    cap = oc.capacities(inst)
+    m = cp_model.CpModel()
+    n = len(inst.jobs)
+    H = math.floor(max(j.arrival for j in inst.jobs) / u) + sum(
+        max(math.floor(o.dur / u) for o in ol) for ol in opts) + 1
+    starts, ends, xs = [], [], []
+    per_res: dict = {}
+    for j, ol in enumerate(opts):
+        rel = math.floor(inst.jobs[j].arrival / u)
+        s = m.NewIntVar(rel, H, f"s{j}")
+        dmin = min(math.floor(o.dur / u) for o in ol)
+        dmax = max(math.floor(o.dur / u) for o in ol)
+        e = m.NewIntVar(rel + dmin, H + dmax, f"e{j}")
+        x = [m.NewBoolVar(f"x{j}_{k}") for k in range(len(ol))]
+        m.AddExactlyOne(x)
+        m.Add(e == s + sum(math.floor(o.dur / u) * xk for o, xk in zip(ol, x)))
+        for o, xk in zip(ol, x):
+            iv = m.NewOptionalFixedSizeIntervalVar(s, math.floor(o.dur / u), xk, f"i{j}_{len(per_res)}")
+            for r, v in o.demand.items():
+                if r in resources:
+                    per_res.setdefault(r, []).append((iv, v, j))
+        starts.append(s)
+        ends.append(e)
+        xs.append(x)
+    for r, items in per_res.items():
+        if len({j for _, _, j in items}) < 2:
+            continue
+        c = cap[r]
+        if r[0] == "g":
+            m.AddNoOverlap([iv for iv, _, _ in items])
+        else:
+            if sum(v for _, v, _ in items) <= c:
+                continue
+            scale = 1 if all(float(v).is_integer() for _, v, _ in items) and float(c).is_integer() else 1000
+            m.AddCumulative([iv for iv, _, _ in items], [math.floor(v * scale + 1e-9) for _, v, _ in items],
+                            math.ceil(c * scale - 1e-9))
+    wi, _ = _int_weights(inst)
+    if inst.objective == "makespan":
+        z = m.NewIntVar(0, 2 * H + 1, "z")
+        for e in ends:
+            m.Add(z >= e)
+        m.Minimize(z)
+    else:
+        m.Minimize(sum(w * e for w, e in zip(wi, ends)))
+    if hint:
+        for j, (k, st) in hint.items():
+            if k is None:
+                continue
+            m.AddHint(starts[j], max(math.floor(inst.jobs[j].arrival / u), min(H, math.floor(st / u))))
+            for kk, xk in enumerate(xs[j]):
+                m.AddHint(xk, kk == k)
+    solver = cp_model.CpSolver()
+    p = solver.parameters
+    p.num_workers = max(1, int(threads))
+    p.random_seed = int(seed)
+    if time_limit is not None:
+        p.max_time_in_seconds = max(0.01, float(time_limit))
+    st = solver.Solve(m)
+    out = {"status": solver.StatusName(st), "unit": u, "choice": None, "start": None}
+    if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        out["choice"] = [next(k for k, xk in enumerate(x) if solver.Value(xk)) for x in xs]
+        out["start"] = [solver.Value(s) for s in starts]
+        out["bound_units"] = solver.BestObjectiveBound()
+    elif st == cp_model.INFEASIBLE:
+        out["bound_units"] = math.inf
+    else:
+        out["bound_units"] = solver.BestObjectiveBound()
+    return out
+
+
+def bound_from_units(inst: Instance, b: float, u: float) -> float:
+    """Objective lower bound from the rounded model's bound (see the module docstring)."""
+    jobs = inst.jobs
+    if not math.isfinite(b):
+        return b
+    if inst.objective == "makespan":
+        lb = b * u - min(j.arrival for j in jobs)
+    else:
+        wi, k = _int_weights(inst)
+        w = oc.weights(inst)
+        lb = (b * u / k - sum(x * j.arrival for x, j in zip(w, jobs))) / sum(w)
+    return lb - 1e-9 * abs(lb)
+
+
+def hint_assignment(inst: Instance, opts, sched: Schedule | None) -> dict | None:
+    """Map a schedule onto option indices and start times (concrete: same allocation; class: same class)."""
+    if sched is None:
+        return None
+    out = {}
+    for seg in sched.segments:
+        j = inst.index.get(seg.job)
+        if j is None:
+            continue
+        k = None
+        for kk, o in enumerate(opts[j]):
+            if o.alloc is not None and o.alloc == seg.alloc:
+                k = kk
+                break
+            if o.cls is not None and o.cls == class_of(seg.alloc):
+                k = kk
+                break
+        out[j] = (k, seg.start)
+    return out
+
+
+def class_of(alloc) -> tuple:
+    nodes = {g.split(":", 1)[0] for g in alloc.gpus}
+    n = len(alloc.gpus)
+    return ("node", next(iter(nodes)), n) if len(nodes) == 1 else ("spread", n)
+
+
+def decode(inst: Instance, opts, sol, method: str):
+    """Order + choices of a model solution → re-timed valid schedule (schedule, replay)."""
+    order = sorted(range(len(inst.jobs)), key=lambda j: (sol["start"][j], inst.jobs[j].arrival, j))
+    chosen = {j: opts[j][k] for j, k in enumerate(sol["choice"])}
+    if all(o.alloc is not None for o in chosen.values()):
+        allocs = {j: o.alloc for j, o in chosen.items()}
+        return oc.best_retime(inst, order, lambda: oc.fixed_chooser(allocs), method)
+    return oc.best_retime(inst, order, lambda: oc.mixed_chooser(chosen), method)
+
+
+def check_offline(inst: Instance, who: str) -> None:
+    if inst.problem != "offline":
+        raise InputError(inst.name, "problem", f"{who} solves offline instances, got {inst.problem!r}")
+
+
+def finish(inst: Instance, best, lb: float, t0: float, solver: str, version: str, params: dict) -> Result:
+    """Result from the best (schedule, replay) and the proven bound."""
+    runtime = time.perf_counter() - t0
+    sched, rep = best
+    if sched is None:
+        return Result(None, None, lb, "timeout_no_solution", runtime, solver, version, params)
+    obj = rep.objective
+    if lb > obj:
+        # only possible through floating noise (the bound is proven); never claim a bound above the objective
+        lb = obj
+    status = "optimal" if obj - lb <= OPT_RTOL * max(abs(obj), 1e-12) else "feasible"
+    sched = sched.__class__(sched.instance, solver, sched.segments, None, sched.extra)
+    return Result(sched, obj, lb, status, runtime, solver, version, params)
+
+
+def better(a, b):
+    if b[0] is None or (b[1] is not None and not b[1].valid):
+        return a
+    if a[0] is None or b[1].objective < a[1].objective - 1e-12:
+        return b
+    return a
+
+
+def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, seed: int = 0,
+          hint: Schedule | None = None, relaxed_share: float = 0.5,
+          node_complete: bool = True, warm: bool = True) -> Result:
+    """Offline oracle by CP-SAT. See the module docstring for the models and what ``status`` means."""
+    from ortools import __version__ as ver
+
+    t0 = time.perf_counter()
+    check_offline(inst, "offline_cpsat")
+    params = {"time_limit": time_limit, "threads": threads, "seed": seed}
+
+    def left():
+        return None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t0))
+
+    concrete, complete = oc.concrete_options(inst)
+    bad = oc.job_infeasible(inst, concrete, complete)
+    if bad is not None:
+        return Result(None, None, None, "infeasible", time.perf_counter() - t0, SOLVER, ver,
+                      {**params, "reason": f"job {inst.jobs[bad].name} fits no allocation"})
+    lb = oc.trivial_bound(inst)
+    best = oc.greedy(inst, SOLVER) if warm else (None, None)
+    if hint is not None:
+        r = replay(inst, hint.with_claim(None) if hint.claimed else hint)
+        if r.valid:
+            best = better(best, (hint, r))
+    cap_res = set(oc.capacities(inst))
+    if complete:
+        res = {r for r in cap_res if r[0] in ("g", "n", "all")} | oc.binding_resources(inst, concrete)
+        sol = build_and_solve(inst, concrete, res, time_limit=left(), threads=threads, seed=seed,
+                              hint=hint_assignment(inst, concrete, best[0]))
+        lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
+        if sol["choice"] is not None:
+            best = better(best, decode(inst, concrete, sol, SOLVER))
+        params["model"] = "exact"
+        return finish(inst, best, lb, t0, SOLVER, ver, params)
+
+    from . import preemptive_bound
+
+    # large instance: relaxed model for the bound (and a decoded incumbent) ...
+
+    try:
+        lb = max(lb, preemptive_bound.lower_bound(inst, time_limit=left(), threads=threads))
+    except Exception:  # the LP is an extra; the trivial bound stays valid
+        pass
+    classes = oc.class_options(inst)
+    t_rel = None if time_limit is None else left() * relaxed_share
+    sol = build_and_solve(inst, classes, {r for r in cap_res if r[0] in ("n", "all")}, time_limit=t_rel,
+                          threads=threads, seed=seed, hint=hint_assignment(inst, classes, best[0]))
+    lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
+    if sol["choice"] is not None:
+        best = better(best, decode(inst, classes, sol, SOLVER))
+    params["model"] = "relaxed"
+    obj = best[1].objective if best[1] is not None else math.inf
+    mixed = oc.node_complete_options(inst) if node_complete and obj - lb > OPT_RTOL * obj else None
+    if mixed is not None and (left() is None or left() > 0.05):
+        # ... then every single-node allocation exactly, spread ones relaxed: still a valid bound,
+        # and exact (variability included) for schedules without spread jobs
+        res = {r for r in cap_res if r[0] in ("g", "n", "all")} | oc.binding_resources(inst, mixed)
+        sol = build_and_solve(inst, mixed, res, time_limit=left(), threads=threads, seed=seed,
+                              hint=hint_assignment(inst, mixed, best[0]))
+        lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
+        if sol["choice"] is not None:
+            best = better(best, decode(inst, mixed, sol, SOLVER))
+        params["model"] = "relaxed+node-exact"
+        return finish(inst, best, lb, t0, SOLVER, ver, params)
+    # ... otherwise the exact model over a restricted concrete space for a better incumbent
+    if obj - lb > OPT_RTOL * obj and all(concrete) and (left() is None or left() > 0.05):
+        res = {r for r in cap_res if r[0] in ("g", "n", "all")} | oc.binding_resources(inst, concrete)
+        sol2 = build_and_solve(inst, concrete, res, time_limit=left(), threads=threads, seed=seed,
+                               hint=hint_assignment(inst, concrete, best[0]))
+        if sol2["choice"] is not None:
+            best = better(best, decode(inst, concrete, sol2, SOLVER))
+    return finish(inst, best, lb, t0, SOLVER, ver, params)

@@ -1,0 +1,222 @@
+"""MILP oracle for the offline class (PuLP with HiGHS or CBC): disjunctive job-pair formulation.
+
+Options come from :mod:`formulations.offline_candidates`: the complete concrete enumeration on
+small instances (exact), else the relaxed classes ("n GPUs on node v" / "spread"), whose durations
+are lower bounds (the model is then a relaxation and its bound stays valid).
+
+Variables: x_o ∈ {0,1} (job j takes option o, Σ_o x_o = 1), s_j ∈ [a_j, H] (start, continuous, exact
+float durations so no rounding), y_ab ∈ {0,1} for jobs that may compete (y_ab = 1 ⇒ a ends before
+b starts: s_b ≥ s_a + Σ_o d_o x_o − M(1 − y_ab); y_ab + y_ba ≤ 1).
+Resources: a GPU g (capacity 1): y_ab + y_ba ≥ u_ag + u_bg − 1 with u_jg = Σ_{o∋g} x_o. A cumulative
+resource r of capacity K (node CPU/memory, node and cluster GPU counts of the relaxed classes): for
+every set S of ≥ 2 jobs whose largest demands exceed K,
+  Σ_{j∈S} d_jr(x) ≤ K + (Σ_{j∈S} D_jr − K)·Σ_{a≠b∈S} y_ab.
+If no pair of S is ordered the intervals pairwise overlap and (Helly, intervals) share an instant,
+where the capacity must hold; otherwise the constraint is void. So with every such S the model is
+exact; the enumeration stops at a budget of sets (smallest first) and is then a relaxation, still a
+valid bound. H = max a + Σ_j max_o d_o holds some optimal (left-shifted) schedule.
+
+The bound is HiGHS' ``mip_dual_bound`` or CBC's logged bound (reduced by 1e-7 relative for solver
+tolerances); the incumbent is decoded (order + options) and re-timed exactly, then replayed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import re
+import tempfile
+import time
+
+import pulp
+
+from jctlab.model import Instance, Schedule
+from jctlab.replay import replay
+from jctlab.result import Result
+
+from . import offline_candidates as oc
+from .offline_cpsat import better, check_offline, finish, hint_assignment
+
+BOUND_SAFETY = 1e-7
+SUBSET_BUDGET = 4000
+
+
+def _subsets(opts, r, cap, budget):
+    """Job sets whose maximum demands on r exceed its capacity, smallest first; (sets, exact)."""
+    dem = {}
+    for j, ol in enumerate(opts):
+        d = max((o.demand.get(r, 0) for o in ol), default=0)
+        if d > 0:
+            dem[j] = d
+    jobs = sorted(dem)
+    out = []
+    for size in range(2, len(jobs) + 1):
+        for S in itertools.combinations(jobs, size):
+            tot = sum(dem[j] for j in S)
+            if tot > cap + 1e-9:
+                out.append((S, tot))
+                if len(out) > budget:
+                    return out[:budget], False
+    return out, True
+
+
+def build(inst: Instance, opts, resources, budget=SUBSET_BUDGET):
+    jobs = inst.jobs
+    nj = len(jobs)
+    cap = oc.capacities(inst)
+    H = max(j.arrival for j in jobs) + sum(max(o.dur for o in ol) for ol in opts)
+    M = H
+    prob = pulp.LpProblem("offline", pulp.LpMinimize)
+    x = [[pulp.LpVariable(f"x_{j}_{k}", cat="Binary") for k in range(len(ol))] for j, ol in enumerate(opts)]
+    s = [pulp.LpVariable(f"s_{j}", lowBound=jobs[j].arrival, upBound=H) for j in range(nj)]
+    D = [pulp.lpSum(o.dur * xk for o, xk in zip(ol, x[j])) for j, ol in enumerate(opts)]
+    C = [s[j] + D[j] for j in range(nj)]
+    for j in range(nj):
+        prob += pulp.lpSum(x[j]) == 1
+    y: dict = {}
+
+    def Y(a, b):
+        if (a, b) not in y:
+            y[(a, b)] = pulp.LpVariable(f"y_{a}_{b}", cat="Binary")
+            y[(b, a)] = pulp.LpVariable(f"y_{b}_{a}", cat="Binary")
+        return y[(a, b)]
+
+    exact = True
+    use = {}  # (j, r) -> expression of demand
+    for r in resources:
+        for j, ol in enumerate(opts):
+            terms = [(o.demand[r], xk) for o, xk in zip(ol, x[j]) if o.demand.get(r, 0) > 0]
+            if terms:
+                use[(j, r)] = terms
+    for r in resources:
+        users = sorted(j for (j, rr) in use if rr == r)
+        if len(users) < 2:
+            continue
+        if r[0] == "g":
+            for a, b in itertools.combinations(users, 2):
+                Y(a, b)
+                prob += y[(a, b)] + y[(b, a)] >= pulp.lpSum(v for _, v in use[(a, r)]) + pulp.lpSum(
+                    v for _, v in use[(b, r)]) - 1
+            continue
+        sets, ok = _subsets(opts, r, cap[r], budget)
+        exact &= ok
+        for S, tot in sets:
+            pairs = []
+            for a, b in itertools.combinations(S, 2):
+                Y(a, b)
+                pairs += [y[(a, b)], y[(b, a)]]
+            prob += pulp.lpSum(c * v for j in S for c, v in use[(j, r)]) <= cap[r] + (tot - cap[r]) * pulp.lpSum(pairs)
+    for (a, b), v in list(y.items()):
+        if a < b:
+            prob += y[(a, b)] + y[(b, a)] <= 1
+        prob += s[b] >= s[a] + D[a] - M * (1 - v)
+    w = oc.weights(inst)
+    if inst.objective == "makespan":
+        z = pulp.LpVariable("z")
+        for j in range(nj):
+            prob += z >= C[j]
+        prob += z
+    else:
+        prob += pulp.lpSum(w[j] * C[j] for j in range(nj))
+    return prob, x, s, exact
+
+
+def _to_obj(inst: Instance, v: float) -> float:
+    jobs = inst.jobs
+    if inst.objective == "makespan":
+        return v - min(j.arrival for j in jobs)
+    w = oc.weights(inst)
+    return (v - sum(wi * j.arrival for wi, j in zip(w, jobs))) / sum(w)
+
+
+def _cbc_bound(log: str) -> float | None:
+    vals = []
+    for pat in (r"Lower bound:\s*([-+0-9.eE]+)", r"best possible\s*([-+0-9.eE]+)"):
+        for m in re.finditer(pat, log):
+            try:
+                vals.append(float(m.group(1)))
+            except ValueError:
+                pass
+    return vals[-1] if vals else None
+
+
+def run_solver(prob, backend: str, time_limit, threads: int, seed: int):
+    """Solve; returns (has_solution, proven_optimal, bound in model objective units or None)."""
+    if backend == "highs":
+        kw = dict(msg=False, gapRel=0.0, gapAbs=0.0, threads=max(1, threads), random_seed=int(seed),
+                  mip_feasibility_tolerance=1e-9, primal_feasibility_tolerance=1e-9)
+        if time_limit is not None:
+            kw["timeLimit"] = max(0.05, float(time_limit))
+        prob.solve(pulp.HiGHS(**kw))
+        has = prob.sol_status in (1, 2)
+        bound = None
+        try:
+            bound = float(prob.solverModel.getInfo().mip_dual_bound)
+        except Exception:
+            pass
+        opt = prob.sol_status == 1 and prob.status == 1
+        if opt and has:
+            v = pulp.value(prob.objective)
+            bound = v if bound is None or not math.isfinite(bound) else min(bound, v)
+        infeasible = prob.status == -1
+        return has, opt, bound, infeasible
+    fd, log = tempfile.mkstemp(suffix=".log")
+    os.close(fd)
+    try:
+        kw = dict(msg=False, gapRel=0.0, gapAbs=0.0, threads=max(1, threads), logPath=log,
+                  options=[f"randomCbcSeed {int(seed) + 1}"])
+        if time_limit is not None:
+            kw["timeLimit"] = max(1, math.ceil(float(time_limit)))
+        prob.solve(pulp.PULP_CBC_CMD(**kw))
+        text = open(log).read()
+    finally:
+        os.unlink(log)
+    has = prob.sol_status in (1, 2)
+    opt = prob.sol_status == 1 and prob.status == 1 and "Optimal solution found" in text
+    bound = _cbc_bound(text)
+    if opt and has:
+        bound = pulp.value(prob.objective)  # proven at zero gap (ratioGap = allowableGap = 0)
+    return has, opt, bound, prob.status == -1
+
+
+def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, seed: int = 0,
+          hint: Schedule | None = None, backend: str = "highs", warm: bool = True) -> Result:
+    """Offline oracle by MILP (``backend`` "highs" or "cbc")."""
+    t0 = time.perf_counter()
+    check_offline(inst, "offline_milp")
+    if backend not in ("highs", "cbc"):
+        raise ValueError(f"unknown backend {backend!r}")
+    solver = f"milp-{backend}"
+    params = {"time_limit": time_limit, "threads": threads, "seed": seed, "backend": backend}
+    concrete, complete = oc.concrete_options(inst)
+    bad = oc.job_infeasible(inst, concrete, complete)
+    if bad is not None:
+        return Result(None, None, None, "infeasible", time.perf_counter() - t0, solver, pulp.__version__,
+                      {**params, "reason": f"job {inst.jobs[bad].name} fits no allocation"})
+    lb = oc.trivial_bound(inst)
+    best = oc.greedy(inst, solver) if warm else (None, None)
+    if hint is not None:
+        r = replay(inst, hint.with_claim(None) if hint.claimed else hint)
+        if r.valid:
+            best = better(best, (hint, r))
+    if complete:
+        opts = concrete
+        res = {r for r in oc.capacities(inst) if r[0] == "g"} | oc.binding_resources(inst, concrete)
+    else:
+        opts = oc.class_options(inst)
+        res = {r for r in oc.capacities(inst) if r[0] in ("n", "all")}
+    prob, x, s, exact = build(inst, opts, res)
+    params["model"] = ("exact" if complete else "relaxed") + ("" if exact else "+budget")
+    left = None if time_limit is None else max(0.05, time_limit - (time.perf_counter() - t0))
+    has, opt, bound, infeasible = run_solver(prob, backend, left, threads, seed)
+    if bound is not None and math.isfinite(bound):
+        b = _to_obj(inst, bound)
+        lb = max(lb, b - BOUND_SAFETY * abs(b) - 1e-9)
+    if has:
+        choice = [max(range(len(xj)), key=lambda k: xj[k].value() or 0.0) for xj in x]
+        start = [v.value() for v in s]
+        from .offline_cpsat import decode
+
+        best = better(best, decode(inst, opts, {"choice": choice, "start": start}, solver))
+    return finish(inst, best, lb, t0, solver, pulp.__version__, params)

@@ -1,0 +1,208 @@
+"""Offline oracles (CP-SAT, MILP with HiGHS and CBC) and the preemptive lower bound.
+
+Small instances, one thread: the exact models must agree with brute force; every bound must stay
+below the optimum; every schedule must replay valid with its claimed objective.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from formulations import brute, offline_cpsat, offline_milp, preemptive_bound
+from formulations import offline_candidates as oc
+from jctlab.errors import InputError
+from jctlab.generators import offline_instance, static_instance
+from jctlab.model import Allocation, Instance
+from jctlab.replay import replay
+from jctlab.speed import duration
+
+RTOL = 1e-6
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def tiny(seed: int, **over) -> Instance:
+    kw = dict(gpus=2 + seed % 3, nodes=1 + seed % 2, jobs=3 + seed % 2, max_size=[1, 2, 4][seed % 3],
+              variability=0.05 * (seed % 2), locality_penalty=1.0 + 0.2 * (seed % 3), cpu_mem=seed % 4 == 1,
+              ps=seed % 4 == 2, elastic=0.7, seed=seed, interarrival_s=600, duration_h=(0.1, 1.0))
+    kw.update(over)
+    return offline_instance(**kw)
+
+
+def check_valid(inst, res):
+    assert res.schedule is not None
+    rep = replay(inst, res.claimed_schedule())
+    assert rep.valid, rep.error
+    assert math.isclose(rep.objective, res.objective, rel_tol=RTOL)
+    assert res.lower_bound <= res.objective * (1 + 1e-9)
+    return rep
+
+
+SOLVERS = {
+    "cpsat": lambda inst: offline_cpsat.solve(inst, threads=1, seed=0),
+    "highs": lambda inst: offline_milp.solve(inst, backend="highs"),
+    "cbc": lambda inst: offline_milp.solve(inst, backend="cbc"),
+}
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_exact_models_agree_with_brute_force(seed):
+    inst = tiny(seed)
+    ref = brute.solve(inst)
+    assert ref.status == "optimal"
+    opt = ref.objective
+    for name, f in SOLVERS.items():
+        r = f(inst)
+        check_valid(inst, r)
+        assert r.status == "optimal", (name, r.status, r.objective, r.lower_bound)
+        assert math.isclose(r.objective, opt, rel_tol=RTOL), (name, r.objective, opt)
+        assert r.lower_bound <= opt * (1 + 1e-9)
+    # the preemptive relaxation bounds every offline schedule, the optimum included
+    assert preemptive_bound.lower_bound(inst) <= opt * (1 + 1e-9)
+    assert oc.trivial_bound(inst) <= opt * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("objective", ["weighted_jct", "makespan"])
+@pytest.mark.parametrize("seed", [3, 7])
+def test_other_objectives_agree(seed, objective):
+    inst = tiny(seed, objective=objective)
+    if objective == "weighted_jct":
+        jobs = [j.__class__(**{**j.__dict__, "weight": 1.0 + (i % 3)}) for i, j in enumerate(inst.jobs)]
+        inst = inst.replace_jobs(jobs)
+    opt = brute.solve(inst).objective
+    for f in SOLVERS.values():
+        r = f(inst)
+        check_valid(inst, r)
+        assert r.status == "optimal"
+        assert math.isclose(r.objective, opt, rel_tol=RTOL)
+    assert preemptive_bound.lower_bound(inst) <= opt * (1 + 1e-9)
+
+
+def test_interference_incumbent_is_replayed_and_bound_stays_valid():
+    inst = tiny(5, interference=0.3, gpus=4, nodes=1, max_size=2)
+    ref = brute.solve(inst)
+    for f in SOLVERS.values():
+        r = f(inst)
+        check_valid(inst, r)  # objective = replayed with interference
+        assert r.lower_bound <= ref.objective * (1 + 1e-9)
+
+
+def test_relaxed_path_bound_below_optimum(monkeypatch):
+    """Force the large-instance path (relaxed classes + node-exact model) on small instances."""
+    orig = oc.concrete_options
+    monkeypatch.setattr(oc, "concrete_options", lambda inst, full_limit=64: orig(inst, full_limit=0))
+    for seed in (0, 4, 9):
+        inst = tiny(seed, gpus=4, nodes=2, jobs=4, max_size=2, variability=0.08, locality_penalty=1.3)
+        opt = brute.solve(inst).objective
+        for f in SOLVERS.values():
+            r = f(inst)
+            check_valid(inst, r)
+            assert r.lower_bound <= opt * (1 + 1e-9)
+            assert r.objective >= opt * (1 - 1e-9)
+
+
+def _infeasible() -> Instance:
+    d = tiny(0).to_dict()
+    d["jobs"][1]["samples_per_s"] = {"tpu": 10.0}  # no GPU of the cluster can host it
+    return Instance.from_dict(d)
+
+
+def test_infeasible_instance():
+    inst = _infeasible()
+    for f in SOLVERS.values():
+        r = f(inst)
+        assert r.status == "infeasible" and r.schedule is None
+    assert preemptive_bound.solve(inst).status == "infeasible"
+
+
+def test_wrong_problem_class_is_bad_input():
+    inst = static_instance(gpus=2, nodes=1, jobs=2, sizes=(1,), seed=0)
+    with pytest.raises(InputError):
+        offline_cpsat.solve(inst)
+    with pytest.raises(InputError):
+        offline_milp.solve(inst)
+
+
+@pytest.mark.parametrize("method", ["cpsat", "highs"])
+def test_time_limit_respected(method):
+    inst = offline_instance(gpus=16, nodes=2, jobs=14, interarrival_s=300, max_size=8, variability=0.05,
+                            locality_penalty=1.2, seed=1)
+    t = time.perf_counter()
+    if method == "cpsat":
+        r = offline_cpsat.solve(inst, time_limit=2.0)
+    else:
+        r = offline_milp.solve(inst, time_limit=2.0)
+    assert time.perf_counter() - t < 6.0
+    assert r.status in ("optimal", "feasible", "timeout_no_solution")
+    if r.status == "timeout_no_solution":
+        assert r.schedule is None and r.lower_bound is not None
+    else:
+        check_valid(inst, r)
+    assert r.lower_bound >= oc.trivial_bound(inst) * (1 - 1e-9)
+
+
+def test_deterministic_with_one_thread():
+    inst = tiny(6, gpus=4, nodes=2, jobs=4, max_size=2)
+    a = offline_cpsat.solve(inst, threads=1, seed=3)
+    b = offline_cpsat.solve(inst, threads=1, seed=3)
+    assert a.schedule.segments == b.schedule.segments and a.lower_bound == b.lower_bound
+    c = offline_milp.solve(inst)
+    d = offline_milp.solve(inst)
+    assert c.schedule.segments == d.schedule.segments
+
+
+def test_preemptive_solve_is_bound_only_with_valid_incumbent():
+    inst = offline_instance(gpus=8, nodes=2, jobs=8, problem="preemptive", seed=2, variability=0.05)
+    r = preemptive_bound.solve(inst)
+    assert r.status == "bound_only"
+    rep = replay(inst, r.claimed_schedule())
+    assert rep.valid, rep.error
+    assert r.lower_bound <= r.objective
+
+
+def test_hint_is_used_as_incumbent():
+    inst = tiny(2)
+    opt = brute.solve(inst)
+    r = offline_cpsat.solve(inst, hint=opt.schedule)
+    assert math.isclose(r.objective, opt.objective, rel_tol=RTOL)
+
+
+# ----------------------------------------------------------------------------- laws (Hypothesis)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), order_seed=st.integers(0, 10_000), cpu_mem=st.booleans(), ps=st.booleans())
+def test_bounds_below_every_schedule(seed, order_seed, cpu_mem, ps):
+    """Law: the preemptive LP bound and the class-relaxation durations never exceed what any valid
+    schedule achieves (any job order, list-scheduled on the fastest free allocation)."""
+    inst = offline_instance(gpus=6, nodes=2, jobs=5, max_size=4, variability=0.1, locality_penalty=1.3,
+                            cpu_mem=cpu_mem, ps=ps, interarrival_s=400, seed=seed)
+    order = list(range(len(inst.jobs)))
+    random.Random(order_seed).shuffle(order)
+    sched, rep = oc.retime(inst, order, oc.class_chooser({}), "random", strict=bool(order_seed % 2))
+    assert rep is not None and rep.valid
+    assert preemptive_bound.lower_bound(inst) <= rep.objective * (1 + 1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), pick=st.integers(0, 10_000))
+def test_class_duration_bounds_below_every_allocation(seed, pick):
+    """Law: a class's duration bound is ≤ the exact duration of every allocation in the class."""
+    inst = offline_instance(gpus=6, nodes=2, jobs=3, max_size=4, variability=0.2, locality_penalty=1.4,
+                            cpu_mem=True, ps=seed % 2 == 0, seed=seed)
+    rng = random.Random(pick)
+    for j, job in enumerate(inst.jobs):
+        n = rng.choice(job.sizes)
+        gpus = rng.sample([g.id for g in inst.cluster.gpus], n)
+        nodes = sorted({g.split(":")[0] for g in gpus})
+        psn = tuple(rng.choice([nd.name for nd in inst.cluster.nodes]) for _ in range(rng.randint(1, job.ps.max_ps))) if job.ps else ()
+        lv = rng.choice(oc.levels(job))
+        d = duration(job, Allocation(tuple(gpus), psn, *lv), inst.cluster)
+        lb = oc.single_node_lb(inst, job, nodes[0], n) if len(nodes) == 1 else oc.spread_lb(inst, job, n)
+        assert lb is not None and lb <= d * (1 + 1e-12)
+        assert oc.p_min(inst)[j] <= d * (1 + 1e-12)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from .errors import InvalidSchedule
 from .model import Allocation, Instance
+from .resources import node_demand
 from .speed import SpeedError, alloc_nodes, base_iteration_time
 
 EPS = 1e-9
@@ -192,18 +193,7 @@ class Engine:
 
     # ------------------------------------------------------------------ internals
     def _demand(self, j: int, alloc: Allocation) -> tuple[dict[str, float], dict[str, float]]:
-        job = self.inst.jobs[j]
-        cpu: dict[str, float] = {}
-        mem: dict[str, float] = {}
-        for g in alloc.gpus:
-            n = g.split(":", 1)[0]
-            node = self.cluster.node[n]
-            cpu[n] = cpu.get(n, 0.0) + (node.fair_cpus if alloc.cpus_per_gpu is None else alloc.cpus_per_gpu)
-            mem[n] = mem.get(n, 0.0) + (node.fair_mem_gb if alloc.mem_gb_per_gpu is None else alloc.mem_gb_per_gpu)
-        if job.ps is not None:
-            for n in alloc.ps_nodes:
-                cpu[n] = cpu.get(n, 0.0) + job.ps.ps_cpus
-        return cpu, mem
+        return node_demand(self.inst.jobs[j], alloc, self.cluster)
 
     def _gain(self, r: _Run, t: float) -> float:
         begin = max(r.last, r.restart_until)

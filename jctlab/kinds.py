@@ -111,6 +111,11 @@ def _positive(a: argparse.Namespace, *names: str) -> None:
             raise InputError("command line", f"--{n.replace('_', '-')}", "must be > 0")
 
 
+def _at_least_one(lam: float) -> None:
+    if lam < 1:
+        raise InputError("command line", "--locality-penalty", "must be >= 1")
+
+
 @dataclass(frozen=True)
 class GavelKind:
     help: str = "a Gavel trace (gavel_traces/*.trace) on a K80/P100/V100 cluster with Gavel's measured throughputs"
@@ -170,8 +175,7 @@ class PhillyKind:
         from .loaders.philly import load_philly
 
         _positive(a, "max_jobs", "nodes", "gpus_per_node")
-        if a.locality_penalty < 1:
-            raise InputError("command line", "--locality-penalty", "must be >= 1")
+        _at_least_one(a.locality_penalty)
         return load_philly(a.trace, data_dir=a.data_dir, vc=a.vc, start=a.start, end=a.end, max_jobs=a.max_jobs,
                            seed=a.seed, nodes=a.nodes, gpus_per_node=a.gpus_per_node, gpu_type=a.gpu_type,
                            problem=a.problem, objective=a.objective, restart_s=a.restart,
@@ -203,8 +207,7 @@ class PalKind:
         from .loaders.pal import load_pal
 
         _positive(a, "max_jobs", "nodes", "gpus_per_node")
-        if a.locality_penalty < 1:
-            raise InputError("command line", "--locality-penalty", "must be >= 1")
+        _at_least_one(a.locality_penalty)
         w = a.workload
         path = None if w.isdigit() else w
         variability = a.variability

@@ -20,7 +20,7 @@ demo: setup
 	$(PY) scripts/demo.py
 
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -p no:cacheprovider
 
 bench: setup
 	$(PY) -m pytest benchmarks --benchmark-only -q -p no:cacheprovider

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
 import numpy as np
@@ -202,10 +201,10 @@ def test_gavel_philly_vc_loads():
 
 
 @needs_data
-def test_philly_full_trace_fast_and_exact():
-    t0 = time.perf_counter()
+def test_philly_full_trace_loads_exactly():
+    """Every job of the full trace; durations on the reference allocation equal the trace's
+    (load time is measured in benchmarks/bench_core.py)."""
     inst = philly.load_philly(data_dir=DATA, nodes=16, gpus_per_node=8, seed=0)
-    assert time.perf_counter() - t0 < 10.0
     assert len(inst.jobs) == 82247
     df = philly.read_trace(data_dir=DATA)
     idx = np.random.default_rng(1).choice(len(df), 200, replace=False)

@@ -189,8 +189,9 @@ class PalKind:
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("--workload", default="1", help="workload number (1-6) or a CSV path")
         p.add_argument("--profiles", default=None,
-                       help="a per-GPU factor table in the artifact's CSV format (GPU_ID,PerfVar_classA..D); "
-                            "default: sample PAL's class profiles shipped with jctlab")
+                       help="PAL's raw profile folder (pal_gpu_variability, with sim/*-longhorn-agg.csv) to "
+                            "sample from, or a per-GPU factor table in the artifact's CSV format "
+                            "(GPU_ID,PerfVar_classA..D) to use as is; default: the profiles shipped with jctlab")
         p.add_argument("--variability", default="pal", choices=["pal", "identity", "artifact", "cluster32", "none"],
                        help="pal: per-class draws as PAL's simulator; identity: each GPU keeps one measured identity")
         p.add_argument("--binned", action="store_true", help="store PAL's k-means bin factors instead of raw values")
@@ -210,16 +211,19 @@ class PalKind:
         _at_least_one(a.locality_penalty)
         w = a.workload
         path = None if w.isdigit() else w
-        variability = a.variability
+        variability, artifact_csv, profiles_dir = a.variability, None, None
         if a.profiles is not None:
-            if not Path(a.profiles).is_file():
-                raise InputError(a.profiles, "", "no such file (expected the artifact's per-GPU factor CSV)")
-            variability = "artifact"
+            if Path(a.profiles).is_dir():
+                profiles_dir = a.profiles
+            elif Path(a.profiles).is_file():
+                variability, artifact_csv = "artifact", a.profiles
+            else:
+                raise InputError(a.profiles, "", "no such file or folder (expected PAL's profiles)")
         return load_pal(int(w) if path is None else 1, path=path, data_dir=a.data_dir, nodes=a.nodes,
                         gpus_per_node=a.gpus_per_node, locality_penalty=a.locality_penalty, variability=variability,
-                        seed=a.seed, binned=a.binned, artifact_csv=a.profiles, background=a.background,
+                        seed=a.seed, binned=a.binned, artifact_csv=artifact_csv, background=a.background,
                         problem=a.problem, objective=a.objective, restart_s=a.restart, max_jobs=a.max_jobs,
-                        name=a.name)
+                        name=a.name, profiles_dir=profiles_dir)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from jctlab.loaders.pal import PROFILE_FILE as PAL_CLASS_FILE, read_profiles
+
 REPO = Path(__file__).resolve().parent.parent
 GPU_TYPES = ("k80", "p100", "v100")
 SIZES = (1, 2, 4, 8)
@@ -182,21 +184,12 @@ def gavel_interference(data: Path, types: list[str]) -> dict:
 
 
 # ---------------------------------------------------------------- PAL
-PAL_CLASS_FILE = {"A": "resnet", "B": "bert", "C": "bert", "D": "pagerank"}
 
 
 def pal_tables(data: Path) -> dict:
     root = data / "pal_gpu_variability"
-    per_run: dict[str, list[float]] = {}
-    per_gpu: dict[str, dict[str, float]] = {}
-    for prof in sorted(set(PAL_CLASS_FILE.values())):
-        d = pd.read_csv(root / "sim" / f"{prof}-longhorn-agg.csv")
-        norm = d["perf"] / d["perf"].median()
-        per_run[prof] = [float(v) for v in norm]           # file order: PAL's random.choice pool
-        loc = (d["cabinet"].astype(str) + "-" + d["node"].astype(int).astype(str) + "-"
-               + d["device"].astype(int).astype(str))
-        worst = norm.groupby(loc).max()                     # PAL's _get_sim_worst_slowdowns
-        per_gpu[prof] = {k: float(v) for k, v in sorted(worst.items())}
+    pools = read_profiles(root)
+    per_run, per_gpu = pools["per_run"], pools["per_gpu"]
     c32 = pd.read_csv(root / "32gpu-variability.csv")
     art_path = data / "pal_sia_philly_workloads" / "artifact_inputs" / "perfvar_seed42_64gpus.csv"
     art = pd.read_csv(art_path)

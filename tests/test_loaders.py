@@ -302,3 +302,13 @@ def test_every_make_instance_kind_validates_against_the_exported_schema(tmp_path
         out = tmp_path / f"{kind}.json"
         assert main(["make-instance", kind, "--base", str(tmp_path / "gavel.json"), "--out", str(out)]) == 0
         jsonschema.validate(json.loads(out.read_text()), schema)
+
+
+@needs_data
+def test_pal_profiles_from_the_raw_folder_equal_the_shipped_table():
+    raw = pal.read_profiles(DATA / "pal_gpu_variability")
+    shipped = load_table("pal_profiles.json")
+    assert raw["per_run"] == shipped["per_run"] and raw["per_gpu"] == shipped["per_gpu"]
+    a = pal.load_pal(1, data_dir=DATA, variability="identity", seed=3, profiles_dir=DATA / "pal_gpu_variability")
+    b = pal.load_pal(1, data_dir=DATA, variability="identity", seed=3)
+    assert a.cluster == b.cluster

@@ -137,6 +137,13 @@ def build_menu(inst: Instance, jobs: Sequence[int] | None = None,
     if cl.has_interference:
         reasons.append("interference")
 
+    # Durations are cached per (job profile, cluster speed signature, count vector, local/spread) —
+    # exact when no GPU has variability (a duration then depends on nothing else, see the module
+    # docstring); option lists per (profile, free-count structure of the nodes). Both caches live for
+    # the process (:func:`clear_caches` empties them); with variability, per-call canonical GPUs.
+    cacheable = not any(g.variability for g in cl.gpus)
+    sig = (tuple(types), cl.intra_node_gbps, cl.inter_node_gbps, cl.locality_penalty, cl.split)
+    shape = tuple(sorted(tuple(int(x) for x in v) for v in node_cnt.values() if v.any()))
     canon: dict[tuple, Allocation | None] = {}
 
     def canonical(c: tuple[int, ...], local: bool, ps: bool) -> Allocation | None:
@@ -155,7 +162,17 @@ def build_menu(inst: Instance, jobs: Sequence[int] | None = None,
         job = inst.jobs[j]
         key = _profile(job)
         if key not in prof_cache:
-            prof_cache[key] = _job_options(job, types, cap, canonical, cl, max_size, prune)
+            mkey = (key, sig, shape, max_size, prune) if cacheable else None
+            hit = _MENU_CACHE.get(mkey) if mkey is not None else None
+            if hit is None:
+                speed_key = (key, sig) if cacheable else None
+                hit = _job_options(job, types, cap, canonical, cl, max_size, prune, speed_key,
+                                   _shape_ok(shape, node_cnt) if cacheable else None)
+                if mkey is not None:
+                    if len(_MENU_CACHE) > _CACHE_MAX:
+                        _MENU_CACHE.clear()
+                    _MENU_CACHE[mkey] = hit
+            prof_cache[key] = hit
         per_job.append(prof_cache[key])
     extra = 1 if skip_cost is not None else 0
     O = max(1, max((len(b) for _, b, _ in per_job), default=0) + extra)
@@ -179,21 +196,112 @@ def build_menu(inst: Instance, jobs: Sequence[int] | None = None,
                 exact_packing=not reasons, reasons=reasons)
 
 
-def _job_options(job: Job, types: list[str], cap: np.ndarray, canonical, cl, max_size, prune):
-    usable = [t for t in types if job.can_use(t)]
-    ucap = [int(cap[types.index(t)]) for t in usable]
-    total = sum(ucap)
-    cs, base, loc = [], [], []
-    for n in job.sizes:
+_SPEED_CACHE: dict[tuple, float | None] = {}
+_MENU_CACHE: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+_COMP_CACHE: dict[tuple, list[tuple[int, ...]]] = {}
+_ENUM_CACHE: dict[tuple, list[tuple[tuple[int, ...], bool]]] = {}
+_CACHE_MAX = 200_000
+
+
+def clear_caches() -> None:
+    """Forget every cached duration and option list (for cold-start timings)."""
+    _SPEED_CACHE.clear()
+    _MENU_CACHE.clear()
+    _COMP_CACHE.clear()
+    _ENUM_CACHE.clear()
+
+
+def cache_sizes() -> dict[str, int]:
+    return {"durations": len(_SPEED_CACHE), "menus": len(_MENU_CACHE)}
+
+
+def _shape_ok(shape: tuple[tuple[int, ...], ...], node_cnt) -> "callable":
+    """Whether (c, local) has a canonical allocation, from the free counts per node alone (the same
+    answer as :func:`_canonical`: local iff one node holds c; spread iff n ≥ 2, c fits in aggregate
+    and the used types' free GPUs lie on two nodes or more)."""
+    vecs = sorted(set(shape))                   # distinct node vectors suffice for "one node holds c"
+    tot = [sum(v[t] for v in shape) for t in range(len(shape[0]))] if shape else []
+    spans: dict[tuple[int, ...], int] = {}        # used-type set -> nodes holding any of those types
+
+    def ok(c: tuple[int, ...], local: bool) -> bool:
+        if local:
+            return any(all(v >= x for v, x in zip(vec, c)) for vec in vecs)
+        if sum(c) < 2:
+            return False
+        for t, x in enumerate(c):
+            if tot[t] < x:
+                return False
+        used = tuple(t for t, x in enumerate(c) if x > 0)
+        k = spans.get(used)
+        if k is None:
+            k = spans[used] = sum(1 for vec in shape if any(vec[t] > 0 for t in used))
+        return k >= 2
+
+    ok.shape = shape  # type: ignore[attr-defined]
+    return ok
+
+
+def _vectors(sizes, total, max_size, ucap, uix, T):
+    """Count vectors over all types (zeros for unusable ones) of every allowed size that fits."""
+    for n in sizes:
         if n > total or (max_size is not None and n > max_size):
             continue
-        for sub in compositions(n, ucap):
-            c = [0] * len(types)
-            for t, x in zip(usable, sub):
-                c[types.index(t)] = x
-            c = tuple(c)
+        for sub in _compositions(n, ucap):
+            c = [0] * T
+            for i, x in zip(uix, sub):
+                c[i] = x
+            yield tuple(c)
+
+
+def _compositions(n: int, caps: tuple[int, ...]) -> list[tuple[int, ...]]:
+    key = (n, caps)
+    out = _COMP_CACHE.get(key)
+    if out is None:
+        out = _COMP_CACHE[key] = list(compositions(n, caps))
+    return out
+
+
+def _job_options(job: Job, types: list[str], cap: np.ndarray, canonical, cl, max_size, prune,
+                 speed_key: tuple | None = None, shape_ok=None):
+    usable = [t for t in types if job.can_use(t)]
+    uix = [types.index(t) for t in usable]
+    ucap = tuple(int(cap[i]) for i in uix)
+    total = sum(ucap)
+    T = len(types)
+    ps = job.ps is not None
+    cs, base, loc = [], [], []
+    if speed_key is not None:
+        # (c, local) pairs with a canonical allocation, per (node shape, usable types, sizes)
+        ekey = (speed_key[1], shape_ok.shape, tuple(uix), tuple(job.sizes), max_size)
+        pairs = _ENUM_CACHE.get(ekey)
+        if pairs is None:
+            pairs = [(c, local) for c in _vectors(job.sizes, total, max_size, ucap, uix, T)
+                     for local in (True, False) if shape_ok(c, local)]
+            if len(_ENUM_CACHE) > _CACHE_MAX:
+                _ENUM_CACHE.clear()
+            _ENUM_CACHE[ekey] = pairs
+        for c, local in pairs:
+            skey = (speed_key, c, local)
+            if skey in _SPEED_CACHE:
+                b = _SPEED_CACHE[skey]
+            else:
+                alloc = canonical(c, local, ps)
+                try:
+                    b = base_iteration_time(job, alloc, cl)
+                except SpeedError:
+                    b = None
+                if len(_SPEED_CACHE) > _CACHE_MAX:
+                    _SPEED_CACHE.clear()
+                _SPEED_CACHE[skey] = b
+            if b is None:
+                continue
+            cs.append(c)
+            base.append(b)
+            loc.append(local)
+    else:  # per-GPU variability: durations of this call's canonical GPUs, no process-wide cache
+        for c in _vectors(job.sizes, total, max_size, ucap, uix, T):
             for local in (True, False):
-                alloc = canonical(c, local, job.ps is not None)
+                alloc = canonical(c, local, ps)
                 if alloc is None:
                     continue
                 try:
@@ -203,7 +311,7 @@ def _job_options(job: Job, types: list[str], cap: np.ndarray, canonical, cl, max
                 cs.append(c)
                 base.append(b)
                 loc.append(local)
-    cs_a = np.array(cs, dtype=np.int64).reshape(-1, len(types))
+    cs_a = np.array(cs, dtype=np.int64).reshape(-1, T)
     base_a = np.array(base, dtype=float)
     loc_a = np.array(loc, dtype=bool)
     if prune and len(base_a) > 1:
@@ -229,10 +337,10 @@ def _undominated(cs: np.ndarray, d: np.ndarray, loc: np.ndarray) -> np.ndarray:
 
 def _canonical(c, local, fr, node_cnt, types, cl) -> Allocation | None:
     n = sum(c)
-    need = np.array(c)
     if local:
         for node in cl.nodes:
-            if np.all(node_cnt[node.name] >= need):
+            per = fr[node.name]
+            if all(len(per.get(t, ())) >= x for t, x in zip(types, c)):
                 gpus = []
                 for t, x in zip(types, c):
                     gpus.extend(fr[node.name].get(t, [])[:x])

@@ -180,25 +180,31 @@ def type_market(D: np.ndarray, C: np.ndarray, cap: np.ndarray, max_steps: int = 
     rows = np.arange(J)
     steps = 0
     Cf = C.astype(float)
-    fin = np.isfinite(D) & (C.sum(axis=2) > 0)
-    per_gpu = (D / np.maximum(C.sum(axis=2), 1))[fin]
+    Df = np.asarray(D, dtype=float)
+    fin = np.isfinite(Df)
+    fin_use = fin & (C.sum(axis=2) > 0)
+    per_gpu = (Df / np.maximum(C.sum(axis=2), 1))[fin_use]
     base_step = 1e-4 * (float(np.median(per_gpu)) if per_gpu.size else 1.0)
+    capf = np.asarray(cap, dtype=float) + 1e-9
+    inf = np.full(Df.shape, np.inf)
     while True:
-        choice, red = demand(D, Cf, lam)
-        use = Cf[rows, choice].sum(axis=0)
-        over = use > cap + 1e-9
+        red = Df + Cf @ lam                                     # demand at λ (ties: lowest index)
+        choice = red.argmin(axis=1)
+        cc = Cf[rows, choice]
+        use = cc.sum(axis=0)
+        over = use > capf
         if not over.any():
             return lam, choice, steps
         steps += 1
         if steps > max_steps:
             raise RuntimeError("type market did not clear")
-        uO = Cf[:, :, over].sum(axis=2)                         # (J, O) use of over-demanded types
-        cur_u = uO[rows, choice][:, None]
-        cur_r = red[rows, choice][:, None]
-        less = (uO < cur_u) & np.isfinite(D)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            theta = np.where(less, (red - cur_r) / np.where(less, cur_u - uO, 1.0), np.inf)
-        th = float(np.min(theta)) if theta.size else math.inf
+        of = over.astype(float)
+        uO = Cf @ of                                            # (J, O) use of over-demanded types
+        cur_u = (cc @ of)[:, None]
+        less = (uO < cur_u) & fin
+        # θ: the raise at which some job becomes indifferent to an option using fewer O-GPUs
+        theta = np.divide(red - red[rows, choice][:, None], cur_u - uO, out=inf.copy(), where=less)
+        th = float(theta.min()) if theta.size else math.inf
         if not math.isfinite(th):
             raise ValueError("no placement of every job fits the free GPUs")
         # at least a small geometric step: demand need not be monotone (options mix types), and a

@@ -86,8 +86,8 @@ def _realize(inst: Instance, menu: Menu, choice) -> tuple[dict[int, Allocation],
     return {j: a for j, a in zip(menu.jobs, allocs)}, ok  # type: ignore[misc]
 
 
-def market_choice(menu: Menu) -> tuple[np.ndarray, np.ndarray]:
-    lam, choice, _ = type_market(menu.D, menu.C, menu.cap)
+def market_choice(menu: Menu, rel_step: float = 0.01) -> tuple[np.ndarray, np.ndarray]:
+    lam, choice, _ = type_market(menu.D, menu.C, menu.cap, rel_step=rel_step)
     return lam, choice
 
 
@@ -119,11 +119,14 @@ def exhaustive(inst: Instance, *, time_limit: float | None = None, threads: int 
 
 def matching(inst: Instance, *, time_limit: float | None = None, threads: int = 1, seed: int = 0,
              hint: Schedule | None = None, inner: str = "market", pairs: bool = True,
-             width: int = 32, samples: int = 0, fairness: float = 0.0) -> Result:
+             width: int = 32, samples: int = 0, fairness: float = 0.0, market_step: float = 0.03,
+             fast: bool = True) -> Result:
     """Market-clearing type prices choose categories; matching assigns workers (deterministic).
 
     ``samples``/``fairness`` are accepted for a uniform signature: ``samples > 0`` delegates to the
-    sampling method; ``fairness`` weights Jain's index of slowdowns in the local search."""
+    sampling method; ``fairness`` weights Jain's index of slowdowns in the local search.
+    ``market_step``: the auction's minimum relative price raise; ``fast``: capped polish (one round
+    of pair moves); ``market_step=0.01, fast=False`` is the earlier, slower setting."""
     if samples and samples > 0:
         from samplers.methods import sampling
 
@@ -135,7 +138,7 @@ def matching(inst: Instance, *, time_limit: float | None = None, threads: int = 
         raise InputError("command line", "--inner", "must be market or stable")
     menu = objective_menu(inst)
     try:
-        lam, choice = market_choice(menu)
+        lam, choice = market_choice(menu, market_step)
     except ValueError as e:
         return Result(None, None, None, "infeasible", time.perf_counter() - t0, "matching/market", VERSION,
                       {"error": str(e)})
@@ -148,7 +151,8 @@ def matching(inst: Instance, *, time_limit: float | None = None, threads: int = 
         b = beam(menu, lam, width)
         if b is not None and menu.value(b) < menu.value(choice):
             choice = b
-    choice = polish(menu, choice, fairness=fairness, ref=ref, pairs=pairs)
+    choice = polish(menu, choice, fairness=fairness, ref=ref, pairs=pairs,
+                    **(dict(rounds=1, top=3, sweeps=2) if fast else {}))
     valid = bound_valid(inst)
     lb = dual_bound(menu.D, menu.C.astype(float), menu.cap, lam) / menu.J if valid else None
     if inner == "stable":

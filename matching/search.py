@@ -153,13 +153,20 @@ def two_opt(menu: Menu, choice: np.ndarray, allowed: np.ndarray | None = None, t
 
 
 def polish(menu: Menu, choice: np.ndarray, allowed: np.ndarray | None = None, fairness: float = 0.0,
-           ref: np.ndarray | None = None, pairs: bool = True) -> np.ndarray:
+           ref: np.ndarray | None = None, pairs: bool = True, rounds: int | None = None,
+           top: int | None = None, sweeps: int | None = None) -> np.ndarray:
+    """1-exchange, then (plain mean JCT) up to ``rounds`` rounds of pair moves (``top`` candidate
+    options per job, ``sweeps`` sweeps each) + 1-exchange; never worsens the score. The caps default
+    to 3 rounds / top 6 / 5 sweeps, and 1 / 3 / 1 beyond 32 jobs."""
     ch = one_opt(menu, choice, allowed, fairness, ref)
     if pairs and fairness <= 0:
         big = menu.J > 32  # pair moves cost O(J^2 * options): fewer candidates and one round when large
-        for _ in range(1 if big else 3):
+        rounds = (1 if big else 3) if rounds is None else rounds
+        top = (3 if big else 6) if top is None else top
+        sweeps = (1 if big else 5) if sweeps is None else sweeps
+        for _ in range(rounds):
             before = menu.value(ch)
-            ch = two_opt(menu, ch, allowed, top=3 if big else 6, max_sweeps=1 if big else 5)
+            ch = two_opt(menu, ch, allowed, top=top, max_sweeps=sweeps)
             ch = one_opt(menu, ch, allowed)
             if menu.value(ch) >= before * (1 - 1e-12):
                 break

@@ -58,3 +58,15 @@ def suite(n: int = 60, seed: int = 0, measured: bool = False) -> list[Instance]:
         j = int(rng.integers(4, min(16, g) + 1))
         out.append(gavel_static(gpus=g, jobs=j, seed=seed * 10_000 + i, measured=measured))
     return out
+
+
+def large_suite(n: int = 6, seed: int = 0, measured: bool = False) -> list[Instance]:
+    """``n`` larger instances: 64 to 128 GPUs, 16 to 32 jobs (where the CP-SAT oracle takes longer)."""
+    rng = np.random.default_rng(seed + 7_919)
+    out = []
+    grid = [64, 96, 128]
+    for i in range(n):
+        g = grid[i % len(grid)]
+        j = int(rng.integers(16, 33))
+        out.append(gavel_static(gpus=g, jobs=j, seed=seed * 10_000 + 5_000 + i, measured=measured))
+    return out

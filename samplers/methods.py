@@ -4,10 +4,13 @@
 
 1. market-clearing GPU-type prices λ (:func:`matching.market.type_market`);
 2. N i.i.d. size categories from the sampler (seeded; same seed → same result), each solved inside
-   (:func:`samplers.core.inner`: beam search restricted to the category, 1-exchange);
-3. the best by score = mean JCT · (1 + f · (1 − Jain's index of slowdowns)) is kept, and, with
-   ``polish=True``, improved by 1-/2-exchange local search across categories (never worsens the score,
-   so the sampling guarantee of :mod:`samplers.core` still holds for the returned schedule).
+   (default ``inner="batch"``: all distinct categories at once, :func:`samplers.core.inner_batch`;
+   ``inner="beam"``: :func:`samplers.core.inner`, beam search restricted to the category, 1-exchange);
+3. the best by score = mean JCT · (1 + f · (1 − Jain's index of slowdowns)) is kept (the batch path
+   also offers the market's cleared choice and one beam search over all categories as candidates:
+   they can only improve the best), and, with ``polish=True``, improved by 1-/2-exchange local search
+   across categories (never worsens the score, so the sampling guarantee of :mod:`samplers.core`
+   still holds for the returned schedule).
 
 The lower bound is the Lagrangian bound of λ (valid without variability, PS and cpu_mem).
 """
@@ -24,10 +27,11 @@ from jctlab.model import Schedule
 from jctlab.result import Result
 from matching.methods import VERSION, _realize, bound_valid, check_static, finish, market_choice, objective_menu
 from matching.market import dual_bound
+from matching.search import beam as beam_fn
 from matching.search import polish as polish_fn
 from matching.search import reference, score
 
-from .core import ImportanceSampler, UniformSampler, guarantee, inner
+from .core import ImportanceSampler, UniformSampler, draw_many, guarantee, inner, inner_batch
 
 
 def sample_best(menu, lam, samples: int, seed: int, fairness: float = 0.0, sampler: str = "importance",
@@ -64,33 +68,105 @@ def sample_best(menu, lam, samples: int, seed: int, fairness: float = 0.0, sampl
     return best, {"drawn": drawn, "accepted": accepted, "distinct": len(seen)}
 
 
+def sample_batch(menu, lam, samples: int, seed: int, fairness: float = 0.0, sampler: str = "importance",
+                 temperature: float = 0.05, ref=None, sweeps: int = 1, deadline: float | None = None
+                 ) -> tuple[np.ndarray | None, dict[str, Any]]:
+    """:func:`sample_best` vectorized: ``samples`` categories drawn at once (exact draws of P given
+    Σ sizes ≤ #GPUs), distinct ones solved together by :func:`samplers.core.inner_batch` (cheapest
+    option of each size at the prices, repair, 1-exchange); infeasible draws are redrawn, in batches."""
+    smp = _sampler(menu, lam, sampler, temperature)
+    rng = np.random.default_rng(seed)
+    best, best_sc, drawn, accepted = None, np.inf, 0, 0
+    seen: dict[tuple, bool] = {}
+    max_draws = 20 * samples + 20
+    rows = np.arange(menu.J)
+    while accepted < samples and drawn < max_draws:
+        if deadline is not None and time.perf_counter() > deadline and best is not None:
+            break
+        k = min(samples - accepted, max_draws - drawn)
+        cats = draw_many(smp, rng, k)
+        drawn += k
+        uniq, inv = np.unique(cats, axis=0, return_inverse=True)
+        inv = np.asarray(inv).reshape(-1)
+        new = np.array([tuple(int(x) for x in u) not in seen for u in uniq])
+        feas = np.ones(len(uniq), dtype=bool)
+        for u, f in zip(uniq[~new], np.flatnonzero(~new)):
+            feas[f] = seen[tuple(int(x) for x in u)]
+        todo = np.flatnonzero(new)
+        if todo.size:
+            ch = inner_batch(menu, lam, uniq[todo], sweeps)
+            for i, u, c in zip(todo, uniq[todo], ch):
+                ok = bool(c[0] >= 0)
+                seen[tuple(int(x) for x in u)] = ok
+                feas[i] = ok
+                if not ok:
+                    continue
+                sc = score(menu.D[rows, c], ref, fairness)
+                if sc < best_sc:
+                    best, best_sc = c, sc
+        accepted += int(feas[inv].sum())
+    return best, {"drawn": drawn, "accepted": accepted, "distinct": len(seen)}
+
+
+def _sampler(menu, lam, sampler: str, temperature: float):
+    if sampler == "uniform":
+        return UniformSampler(menu, lam)
+    if sampler == "importance":
+        return ImportanceSampler(menu, lam, temperature)
+    raise InputError("command line", "--sampler", "must be importance or uniform")
+
+
 def sampling(inst, *, time_limit: float | None = None, threads: int = 1, seed: int = 0,
              hint: Schedule | None = None, samples: int = 32, fairness: float = 0.0,
              sampler: str = "importance", temperature: float = 0.05, width: int = 16,
-             polish: bool = True) -> Result:
+             polish: bool = True, inner: str = "batch", market_step: float = 0.03, sweeps: int = 0,
+             beam_cap: int = 8, pair_sweeps: int = 1) -> Result:
+    """``inner="batch"`` (default): the distinct sampled categories are solved together, vectorized
+    (:func:`sample_batch`: cheapest option of each size at the prices, repair, ``sweeps`` rounds of
+    1-exchange); the market's own cleared choice and (``width > 0``) a beam search of width
+    ``min(width, beam_cap)`` over all categories are extra candidates; the polish is capped (one
+    round of pair moves with 3 candidates per job and ``pair_sweeps`` sweeps). ``inner="beam"``:
+    every category by its own beam search of ``width`` and the full polish (the earlier, slower
+    path; also used whenever ``fairness > 0``). ``market_step``: the price auction's minimum
+    relative raise (coarser = fewer steps, looser prices and bound; 0.01 was the earlier value)."""
     t0 = time.perf_counter()
     check_static(inst, "sampling")
     if samples < 1:
         raise InputError("command line", "--samples", "must be >= 1")
     if fairness < 0:
         raise InputError("command line", "--fairness", "must be >= 0")
+    if inner not in ("batch", "beam"):
+        raise InputError("command line", "--inner", "must be batch or beam")
+    if not market_step > 0:
+        raise InputError("command line", "--market-step", "must be > 0")
     menu = objective_menu(inst)
     try:
-        lam, _ = market_choice(menu)
+        lam, market_ch = market_choice(menu, market_step)
     except ValueError as e:
         return Result(None, None, None, "infeasible", time.perf_counter() - t0, "samplers/sampling", VERSION,
                       {"error": str(e)})
     ref = reference(menu) if fairness > 0 else None
     deadline = None if time_limit is None else t0 + time_limit
-    best, stats = sample_best(menu, lam, samples, seed, fairness, sampler, temperature, width, ref, deadline)
+    fast = inner == "batch" and fairness <= 0
+    if fast:
+        best, stats = sample_batch(menu, lam, samples, seed, fairness, sampler, temperature, ref, sweeps,
+                                   deadline=deadline)
+        # extra candidates: the market's own (cleared, hence feasible) choice, and with width > 0 a
+        # beam search over all categories ranked at the prices
+        extra = [np.asarray(market_ch)] + ([beam_fn(menu, lam, min(width, beam_cap))] if width > 0 else [])
+        for b in extra:
+            if b is not None and menu.feasible(b) and (best is None or menu.value(b) < menu.value(best)):
+                best = b
+    else:
+        best, stats = sample_best(menu, lam, samples, seed, fairness, sampler, temperature, width, ref, deadline)
     if best is None:
         return Result(None, None, None, "timeout_no_solution", time.perf_counter() - t0, "samplers/sampling",
                       VERSION, stats)
     if polish:
-        best = polish_fn(menu, best, fairness=fairness, ref=ref)
+        best = polish_fn(menu, best, fairness=fairness, ref=ref, **(dict(rounds=1, top=3, sweeps=pair_sweeps) if fast else {}))
     valid = bound_valid(inst)
     lb = dual_bound(menu.D, menu.C.astype(float), menu.cap, lam) / menu.J if valid else None
     allocs, _ = _realize(inst, menu, best)
-    params = dict(stats, samples=samples, sampler=sampler, fairness=fairness, seed=seed,
+    params = dict(stats, samples=samples, sampler=sampler, fairness=fairness, seed=seed, inner=inner,
                   guarantee_eps05=guarantee(samples, 0.05))
     return finish(inst, "sampling", allocs, t0, lb, False, params, f"samplers/{sampler}")

@@ -269,3 +269,25 @@ def test_cli_solve(tmp_path):
         pytest.skip("no module entry")
     d = json.loads(out.stdout)
     assert d["valid"] and d["status"] == "optimal"
+
+
+def test_cached_menus_equal_uncached_durations():
+    # the process-wide caches (durations per (profile, type counts, local/spread); option lists per
+    # node-count shape) give exactly the menu that fresh jctlab.speed calls give
+    from matching import categories as mc
+
+    for seed, g in [(3, 32), (4, 48), (5, 24)]:
+        inst = gavel_static(gpus=g, jobs=10, seed=seed)
+        mc.clear_caches()
+        cold = build_menu(inst)
+        warm = build_menu(inst)
+        assert mc.cache_sizes()["durations"] > 0
+        for m in (cold, warm):
+            for a, j in enumerate(m.jobs):
+                for o in range(int(m.n_opt[a])):
+                    c, loc = tuple(int(x) for x in m.C[a, o]), bool(m.L[a, o])
+                    alloc = mc._canonical(c, loc, m.free, {n: np.array([len(p.get(t, ())) for t in m.types])
+                                                           for n, p in m.free.items()}, m.types, inst.cluster)
+                    assert alloc is not None
+                    assert m.D[a, o] == inst.jobs[j].iterations * base_iteration_time(inst.jobs[j], alloc, inst.cluster)
+        assert np.array_equal(cold.C, warm.C) and np.array_equal(cold.D, warm.D) and np.array_equal(cold.L, warm.L)

@@ -13,7 +13,7 @@ call, so every ``jctlab.speed`` evaluation is paid (the honest single-call figur
 call again (job types already priced, as for a scheduler that sees the same job types repeatedly).
 The oracle is ``oracle.methods.cpsat`` with ``threads=1`` (no cache).
 
-    python scripts/reproduce_sampling.py --instances 60 --large 6 --out docs/matching_table.md
+    python scripts/reproduce_sampling.py --instances 60 --large 9 --out matching_table.md
 """
 
 from __future__ import annotations

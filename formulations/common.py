@@ -26,6 +26,7 @@ bounds stay valid.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import time
@@ -169,7 +170,12 @@ def count_vectors(caps: Sequence[int], n: int) -> Iterator[tuple[int, ...]]:
 
 
 def count_vectors_number(caps: Sequence[int], n: int) -> int:
-    """How many vectors :func:`count_vectors` yields (a DP, no enumeration)."""
+    """How many vectors :func:`count_vectors` yields (a DP, no enumeration; memoised)."""
+    return _cvn(tuple(caps), n)
+
+
+@functools.lru_cache(maxsize=65536)
+def _cvn(caps: tuple[int, ...], n: int) -> int:
     ways = [1] + [0] * n
     for c in caps:
         new = [0] * (n + 1)
@@ -242,6 +248,45 @@ def _pareto(options: list[tuple[tuple, dict[str, float], dict[str, float], float
     return keep
 
 
+#: memo of ``speed.duration`` per (job, multiset of (type, factor), nodes spanned, level, #PS): the
+#: speed model depends on nothing else (SPEC §2), so identical keys give identical durations
+_DUR_MEMO: dict[tuple, float | None] = {}
+_FACTORS_MEMO: dict[tuple, dict[str, list[float]]] = {}
+_DUR_MEMO_INST: list[Any] = [None]
+
+
+def _memo_for(inst: Instance) -> None:
+    """Memos are per instance: clear them when another instance comes (the reference kept here
+    keeps the old one alive, so identity cannot be reused)."""
+    if _DUR_MEMO_INST[0] is not inst:
+        _DUR_MEMO.clear()
+        _FACTORS_MEMO.clear()
+        _DUR_MEMO_INST[0] = inst
+
+
+def _memo_duration(inst: Instance, j: int, classes: Sequence[GpuClass], counts: Sequence[tuple[int, int]],
+                   gpus: tuple[str, ...], ps: tuple[str, ...], level: tuple[float, float] | None,
+                   nodes: Iterable[str]) -> float | None:
+    _memo_for(inst)
+    job = inst.jobs[j]
+    sig: dict[tuple[str, float], int] = {}
+    for c, k in counts:
+        key_c = (classes[c].type, classes[c].factor(job.job_class))
+        sig[key_c] = sig.get(key_c, 0) + k
+    key = (j, tuple(sorted(sig.items())), len(set(nodes) | set(ps)), level, len(ps))
+    if key in _DUR_MEMO:
+        return _DUR_MEMO[key]
+    cpg, mpg = (None, None) if level is None else level
+    try:
+        d: float | None = duration(job, Allocation(gpus, ps, cpg, mpg), inst.cluster)
+    except SpeedError:
+        d = None
+    if len(_DUR_MEMO) > 1_000_000:
+        _DUR_MEMO.clear()
+    _DUR_MEMO[key] = d
+    return d
+
+
 def _exact_candidates(inst: Instance, j: int, classes: Sequence[GpuClass], sel: Sequence[int],
                       vec: Sequence[int], kind: str) -> tuple[list[Candidate], bool]:
     """Exact candidates of job j for the count vector ``vec`` over classes ``sel``."""
@@ -259,10 +304,8 @@ def _exact_candidates(inst: Instance, j: int, classes: Sequence[GpuClass], sel: 
     options = []
     for level in _level_options(job):
         for ps in ps_opts:
-            cpg, mpg = (None, None) if level is None else level
-            try:
-                d = duration(job, Allocation(tuple(gpus), ps, cpg, mpg), inst.cluster)
-            except SpeedError:
+            d = _memo_duration(inst, j, classes, counts, tuple(gpus), tuple(ps), level, node_counts)
+            if d is None:
                 continue
             cpu, mem = _usage(inst, job, node_counts, level, ps)
             options.append(((level, ps), cpu, mem, d))
@@ -288,11 +331,18 @@ def optimistic_duration(inst: Instance, job: Job, pool: Sequence[GpuClass], type
     c = inst.cluster
     cls = job.job_class
     n = sum(type_counts.values())
-    factors: dict[str, list[float]] = {}
-    for g in pool:
-        factors.setdefault(g.type, []).extend([g.factor(cls)] * g.size)
-    for t in factors:
-        factors[t].sort()
+    _memo_for(inst)
+    fkey = (cls, tuple((g.index, g.node, g.type, g.size) for g in pool))
+    factors = _FACTORS_MEMO.get(fkey)  # type: ignore[assignment]
+    if factors is None:
+        factors = {}
+        for g in pool:
+            factors.setdefault(g.type, []).extend([g.factor(cls)] * g.size)
+        for t in factors:
+            factors[t].sort()
+        if len(_FACTORS_MEMO) > 10_000:
+            _FACTORS_MEMO.clear()
+        _FACTORS_MEMO[fkey] = factors
     pen = c.locality_penalty if spread else 1.0
     step = None
     if job.ps is None and len(type_counts) == 1:
@@ -329,14 +379,133 @@ def _type_vectors(job: Job, avail: Mapping[str, int], n: int) -> Iterator[dict[s
         yield {t: k for t, k in zip(types, vec) if k}
 
 
+_VEC_CACHE: dict[tuple[tuple[int, ...], int], Any] = {}
+
+
+def count_matrix(caps: Sequence[int], n: int) -> Any:
+    """:func:`count_vectors` as an int array (rows in the same order), cached per (caps, n)."""
+    import numpy as np
+
+    key = (tuple(caps), n)
+    m = _VEC_CACHE.get(key)
+    if m is None:
+        rows = list(count_vectors(caps, n))
+        m = np.array(rows, dtype=np.int64).reshape(len(rows), len(caps))
+        if len(_VEC_CACHE) > 4096:
+            _VEC_CACHE.clear()
+        _VEC_CACHE[key] = m
+    return m
+
+
+#: vectorised durations are lowered by this relative amount so that rounding differences with
+#: ``speed.duration`` (summation order) can never make a model cost exceed the true duration
+VEC_SAFETY = 1e-13
+
+
+def _fast_job(job: Job) -> bool:
+    """Jobs whose single-node durations :func:`_node_candidates_fast` computes in bulk: all-reduce,
+    no CPU/memory levels, no measured table (SPEC §2: compute + all-reduce only)."""
+    return job.ps is None and job.cpu_mem is None and not job.measured
+
+
+def _node_candidates_fast(inst: Instance, j: int, sel: Sequence[GpuClass], n: int, sizes_exact: set[int],
+                          prune: bool) -> list[Candidate]:
+    """Exact single-node candidates of a :func:`_fast_job` on the classes ``sel`` (one node), all
+    count vectors at once with numpy. With ``prune``, a vector is dropped when the best ``n1`` of its
+    GPUs (``n1 < n`` a size enumerated exactly on this node) are at least as fast: that candidate
+    uses a subset of the GPUs, CPUs and memory for no longer, so some optimum never uses the
+    dropped one (the model's optimum and infeasibility are unchanged)."""
+    import numpy as np
+
+    job = inst.jobs[j]
+    c = inst.cluster
+    cls = job.job_class
+    facs = [cl.factor(cls) for cl in sel]
+    rho = np.array([job.samples_per_s[cl.type] / f for cl, f in zip(sel, facs)], dtype=float)
+    V = count_matrix([cl.size for cl in sel], n)
+    comm = allreduce_s(job.comm_mb, n, c.intra_node_gbps)
+
+    def step(k: int, vecs: Any) -> Any:
+        if c.split == "proportional":
+            return job.batch / (vecs @ rho) + allreduce_s(job.comm_mb, k, c.intra_node_gbps)
+        mn = np.where(vecs > 0, rho[None, :], np.inf).min(axis=1)
+        return job.batch / (k * mn) + allreduce_s(job.comm_mb, k, c.intra_node_gbps)
+
+    st = step(n, V)
+    keep = np.ones(len(V), dtype=bool)
+    if prune and n > 1:
+        order = np.argsort(-rho, kind="stable")
+        Vs = V[:, order]
+        before = np.cumsum(Vs, axis=1) - Vs
+        for n1 in sorted(sizes_exact):
+            if n1 >= n:
+                continue
+            take = np.clip(n1 - before, 0, Vs)
+            sub = np.empty_like(V)
+            sub[:, order] = take
+            keep &= ~(step(n1, sub) <= st)
+    del comm
+    dur = job.iterations * st * (1.0 - VEC_SAFETY)
+    node = sel[0].node
+    nd = c.node[node]
+    meta = _row_meta(tuple((cl.index, cl.type) for cl in sel), V, n)
+    cpu = ((node, n * nd.fair_cpus),)
+    mem = ((node, n * nd.fair_mem_gb),)
+    ncount = ((node, n),)
+    durs = dur.tolist()
+    return [Candidate(j, "node", durs[r], n, meta[r][0], node, meta[r][1], None, (), cpu, mem, ncount)
+            for r in np.nonzero(keep)[0].tolist()]
+
+
+_META_CACHE: dict[tuple, list[tuple[tuple, tuple]]] = {}
+
+
+def _row_meta(sig: tuple[tuple[int, str], ...], V: Any, n: int) -> list[tuple[tuple, tuple]]:
+    """(counts, type_counts) of every row of ``V`` over the classes ``sig`` (cached)."""
+    key = (sig, n)
+    got = _META_CACHE.get(key)
+    if got is None:
+        got = []
+        for vec in V.tolist():
+            counts = tuple((ci, k) for (ci, _), k in zip(sig, vec) if k)
+            tcs: dict[str, int] = {}
+            for (_, t), k in zip(sig, vec):
+                if k:
+                    tcs[t] = tcs.get(t, 0) + k
+            got.append((counts, tuple(sorted(tcs.items()))))
+        if len(_META_CACHE) > 4096:
+            _META_CACHE.clear()
+        _META_CACHE[key] = got
+    return got
+
+
+def _relaxed_node(inst: Instance, j: int, sel: Sequence[GpuClass], v: str, n: int) -> list[Candidate]:
+    job = inst.jobs[j]
+    avail: dict[str, int] = {}
+    for cl in sel:
+        avail[cl.type] = avail.get(cl.type, 0) + cl.size
+    out = []
+    for tv in _type_vectors(job, avail, n):
+        d = optimistic_duration(inst, job, sel, tv, spread=False)
+        out.append(Candidate(j, "relaxed-node", d, n, node=v, type_counts=tuple(sorted(tv.items()))))
+    return out
+
+
 def enumerate_candidates(inst: Instance, node_cap: int = NODE_CAP, spread_cap: int = SPREAD_CAP,
-                         exact_spread: bool | None = None) -> CandidateSet:
+                         exact_spread: bool | None = None, deadline: "Deadline | None" = None,
+                         prune: bool = True) -> CandidateSet:
     """Candidate allocations of every job (see the module docstring).
 
     Single-node allocations are enumerated exactly (count vectors over the node's classes) unless a
     (job, node, size) has more than ``node_cap`` of them; multi-node ones exactly when a (job, size)
     has at most ``spread_cap`` of them (or ``exact_spread`` forces it), otherwise by relaxed
     candidates per GPU-type count vector.
+
+    Speed: single-node candidates of plain all-reduce jobs are priced in bulk with numpy
+    (:func:`_node_candidates_fast`, with dominance pruning when ``prune``); the others go through
+    ``speed.duration``. ``deadline``: once it has passed, the remaining jobs get relaxed candidates
+    only (one per node and GPU-type vector, one per spread type vector), so the set stays complete
+    (a relaxation: bounds remain valid) and the enumeration returns promptly.
     """
     t0 = time.perf_counter()
     classes = gpu_classes(inst)
@@ -345,9 +514,13 @@ def enumerate_candidates(inst: Instance, node_cap: int = NODE_CAP, spread_cap: i
         by_node.setdefault(cl.node, []).append(cl)
     complete = True
     per_job = []
+    cut = False
     for j, job in enumerate(inst.jobs):
+        if not cut and deadline is not None and deadline.expired():
+            cut = True
         cands: list[Candidate] = []
         usable = [cl for cl in classes if job.can_use(cl.type)]
+        fast = _fast_job(job) and all(cl.factor(job.job_class) > 0 for cl in usable)
         for n in job.sizes:
             # ---- one node
             for v, cls_v in by_node.items():
@@ -355,18 +528,17 @@ def enumerate_candidates(inst: Instance, node_cap: int = NODE_CAP, spread_cap: i
                 caps = [cl.size for cl in sel]
                 if sum(caps) < n:
                     continue
-                if count_vectors_number(caps, n) <= node_cap:
+                if not cut and count_vectors_number(caps, n) <= node_cap:
+                    if fast:
+                        exact_sizes = {k for k in job.sizes if count_vectors_number(caps, k) <= node_cap}
+                        cands.extend(_node_candidates_fast(inst, j, sel, n, exact_sizes, prune))
+                        continue
                     for vec in count_vectors(caps, n):
                         cs, full = _exact_candidates(inst, j, classes, [cl.index for cl in sel], vec, "node")
                         cands.extend(cs)
                         complete &= full
                 else:
-                    avail: dict[str, int] = {}
-                    for cl in sel:
-                        avail[cl.type] = avail.get(cl.type, 0) + cl.size
-                    for tv in _type_vectors(job, avail, n):
-                        d = optimistic_duration(inst, job, sel, tv, spread=False)
-                        cands.append(Candidate(j, "relaxed-node", d, n, node=v, type_counts=tuple(sorted(tv.items()))))
+                    cands.extend(_relaxed_node(inst, j, sel, v, n))
             # ---- several nodes
             if n < 2 or len({cl.node for cl in usable}) < 2:
                 continue
@@ -375,7 +547,7 @@ def enumerate_candidates(inst: Instance, node_cap: int = NODE_CAP, spread_cap: i
             single = sum(count_vectors_number([cl.size for cl in cls_v if job.can_use(cl.type)], n)
                          for cls_v in by_node.values())
             do_exact = exact_spread if exact_spread is not None else (total - single <= spread_cap)
-            if do_exact:
+            if do_exact and not cut:
                 for vec in count_vectors(caps, n):
                     if len({usable[i].node for i, k in enumerate(vec) if k}) < 2:
                         continue
@@ -391,6 +563,76 @@ def enumerate_candidates(inst: Instance, node_cap: int = NODE_CAP, spread_cap: i
                     cands.append(Candidate(j, "relaxed-spread", d, n, type_counts=tuple(sorted(tv.items()))))
         per_job.append(tuple(cands))
     return CandidateSet(classes, tuple(per_job), complete, time.perf_counter() - t0)
+
+
+#: before the reduced solve: rounds of expanding near-LP-optimal relaxed families, and their size cap
+PRE_EXPAND_ROUNDS = 0  # (off: expanding up front blew some models up; kept for experiments)
+PRE_EXPAND_CAP = 5000
+
+#: share of the time limit that candidate enumeration may take before it falls back to relaxed families
+ENUM_SHARE = 0.4
+
+#: rounds of "expand the chosen relaxed families and solve again" (see :func:`solve_static`)
+MAX_EXPAND_ROUNDS = 50
+
+#: a chosen relaxed family is replaced by its exact members when it has at most this many count vectors
+EXPAND_CAP = 3000
+
+
+def family_members(inst: Instance, classes: Sequence[GpuClass], fam: Candidate,
+                   cap: int = EXPAND_CAP) -> tuple[list[Candidate], bool] | None:
+    """The exact candidates of every allocation a relaxed family stands for (same job, same GPU-type
+    counts, on ``fam.node`` for ``relaxed-node``, on two or more nodes for ``relaxed-spread``), with
+    the flag of :func:`_exact_candidates` (PS placements exhaustive). None when the family has more
+    than ``cap`` count vectors. Replacing a family by its members keeps a candidate set complete."""
+    if fam.exact:
+        return [fam], True
+    job = inst.jobs[fam.job]
+    tc = dict(fam.type_counts)
+    pools: list[list[GpuClass]] = []
+    for t in sorted(tc):
+        pool = [cl for cl in classes if cl.type == t and job.can_use(t)
+                and (fam.kind != "relaxed-node" or cl.node == fam.node)]
+        pools.append(pool)
+    total = 1
+    for t, pool in zip(sorted(tc), pools):
+        total *= count_vectors_number([cl.size for cl in pool], tc[t])
+        if total > cap:
+            return None
+    sel = [cl.index for pool in pools for cl in pool]
+    kind = "node" if fam.kind == "relaxed-node" else "spread"
+    out: list[Candidate] = []
+    full = True
+    for parts in itertools.product(*[list(count_vectors([cl.size for cl in pool], tc[t]))
+                                     for t, pool in zip(sorted(tc), pools)]):
+        vec = [k for part in parts for k in part]
+        if kind == "spread" and len({classes[c].node for c, k in zip(sel, vec) if k}) < 2:
+            continue
+        cs, f = _exact_candidates(inst, fam.job, classes, sel, vec, kind)
+        out.extend(cs)
+        full &= f
+    return out, full
+
+
+def expand_families(inst: Instance, cset: CandidateSet, fams: Iterable[Candidate],
+                    cap: int = EXPAND_CAP) -> tuple[CandidateSet, int]:
+    """``cset`` with each relaxed family of ``fams`` that has at most ``cap`` members replaced by
+    them; returns (new set, number of families expanded)."""
+    per_job = [list(cs) for cs in cset.per_job]
+    complete = cset.complete
+    done = 0
+    for fam in dict.fromkeys(f for f in fams if not f.exact):
+        got = family_members(inst, cset.classes, fam, cap)
+        if got is None:
+            continue
+        members, full = got
+        lst = per_job[fam.job]
+        k = lst.index(fam)
+        lst[k:k + 1] = members
+        complete &= full
+        done += 1
+    new = CandidateSet(cset.classes, tuple(tuple(x) for x in per_job), complete, cset.enum_s)
+    return new, done
 
 
 # --------------------------------------------------------------------------- the packing model
@@ -480,8 +722,10 @@ def build_packing(inst: Instance, cset: CandidateSet) -> PackingModel:
         type_size[g.type] = type_size.get(g.type, 0) + 1
     for t, items in sorted(per_type.items()):
         rows.append(Row(f"type:{t}", tuple(i for i, _ in items), tuple(float(k) for _, k in items), float(type_size[t])))
-    # CPU / memory per node, only where they can bind
-    for res in ("cpu", "mem"):
+    # CPU / memory per node, only where they can bind (never with fair shares only: a node's GPUs
+    # at their fair share use at most its CPUs and memory, and the GPU rows already hold)
+    fair_only = all(j.cpu_mem is None and j.ps is None for j in inst.jobs)
+    for res in (() if fair_only else ("cpu", "mem")):
         per: dict[str, list[tuple[int, float]]] = {}
         for i, c in enumerate(cols):
             for v, x in getattr(c, res):
@@ -696,11 +940,14 @@ def solve_static(inst: Instance, method: str, backend: Any, *, time_limit: float
 
     t0 = time.perf_counter()
     dl = Deadline(time_limit, t0)
-    cset = enumerate_candidates(inst)
+    # enumeration may use up to ENUM_SHARE of the limit; after that the remaining jobs get relaxed
+    # candidates only (still a relaxation), so the limit holds
+    cset = enumerate_candidates(inst, deadline=None if time_limit is None else Deadline(ENUM_SHARE * time_limit, t0))
     model = build_packing(inst, cset)
     params = dict(params)
     params.update(candidates=len(model.cols), relaxed_candidates=sum(not c.exact for c in model.cols),
-                  complete=cset.complete, enum_s=round(cset.enum_s, 3), time_limit=time_limit, threads=threads,
+                  complete=cset.complete, enum_s=round(cset.enum_s, 3),
+                  model_s=round(time.perf_counter() - t0, 3), time_limit=time_limit, threads=threads,
                   seed=seed, warm=warm, reduce=reduce, versions=solver_versions())
     if any(not g for g in model.groups):
         j = next(k for k, g in enumerate(model.groups) if not g)
@@ -720,21 +967,43 @@ def solve_static(inst: Instance, method: str, backend: Any, *, time_limit: float
             r = finish(inst, method, static_schedule(inst, h, method), None, t0, solver, version, params)
             if r.objective is not None and (incumbent is None or r.objective < incumbent.objective):
                 incumbent, hint_allocs = r, h
-    hint_cols = None
-    if hint_allocs is not None:
-        hint_cols = [match_candidate(model, j, a) for j, a in enumerate(hint_allocs)]
     params["heuristic_objective"] = None if incumbent is None else incumbent.objective
-    if reduce and not model.makespan and len(model.cols) > REDUCE_MIN:
-        ans, rinfo = _reduced_solve(model, backend, hint_cols, dl)
-        params.update(rinfo)
-    else:
-        ans = backend(model, hint_cols, dl)
-    params.update(ans.info)
+    expanded = 0
+    if reduce and not model.makespan and len(model.cols) > REDUCE_MIN and cset.relaxed and cset.complete:
+        # relaxed families that are (near) LP-optimal are likely picked by the model and then need a
+        # repair or another round: expand them up front while that is cheap
+        for _ in range(PRE_EXPAND_ROUNDS):
+            if time_limit is not None and dl.left() < 0.6 * time_limit:
+                break
+            lp = lp_reduced_costs(model, dl)
+            if lp is None:
+                break
+            lb0, rc0 = lp
+            near = [model.cols[i] for i in range(len(model.cols))
+                    if not model.cols[i].exact and rc0[i] <= 1e-4 * abs(lb0)]
+            cset2, done = expand_families(inst, cset, near, cap=PRE_EXPAND_CAP)
+            if not done:
+                break
+            expanded += done
+            cset = cset2
+            model = build_packing(inst, cset)
+        params["pre_expand_s"] = round(time.perf_counter() - t0, 3)
     bound = trivial
-    if cset.complete and ans.bound is not None:
-        bound = max(bound, ans.bound)
     best = incumbent
-    if ans.chosen is not None:
+    for it in range(MAX_EXPAND_ROUNDS + 1):
+        hint_cols = None
+        if hint_allocs is not None:
+            hint_cols = [match_candidate(model, j, a) for j, a in enumerate(hint_allocs)]
+        if reduce and not model.makespan and len(model.cols) > REDUCE_MIN:
+            ans, rinfo = _reduced_solve(model, backend, hint_cols, dl)
+            params.update(rinfo)
+        else:
+            ans = backend(model, hint_cols, dl)
+        params.update(ans.info)
+        if cset.complete and ans.bound is not None:
+            bound = max(bound, ans.bound)
+        if ans.chosen is None:
+            break
         cols = [model.cols[i] for i in ans.chosen]
         if all(c.exact for c in cols):
             taken: dict[int, int] = {}
@@ -748,7 +1017,27 @@ def solve_static(inst: Instance, method: str, backend: Any, *, time_limit: float
             params["repaired"] = True
         if allocs is not None:
             r = finish(inst, method, static_schedule(inst, allocs, method), None, t0, solver, version, params)
-            best = better(best, r) if r.objective is not None else best
+            if r.objective is not None:
+                best = better(best, r)
+                if best is r:
+                    hint_allocs = allocs
+        if all(c.exact for c in cols) or not cset.complete or dl.left() <= 0.05:
+            break
+        if best is not None and best.objective is not None and best.objective - bound <= GAP_TOL * abs(best.objective):
+            break
+        # the answer picked relaxed families and the gap is open: replace them by their exact members
+        # (the model stays a relaxation) and solve again, while enough time is left
+        if time_limit is not None and dl.left() < 0.25 * time_limit:
+            break
+        cset2, done = expand_families(inst, cset, [c for c in cols if not c.exact])
+        if not done:
+            break
+        expanded += done
+        cset = cset2
+        model = build_packing(inst, cset)
+        params.update(candidates=len(model.cols), relaxed_candidates=sum(not c.exact for c in model.cols),
+                      complete=cset.complete)
+    params["expanded"] = expanded
     if best is None or best.schedule is None:
         return finish(inst, method, None, bound, t0, solver, version, params,
                       infeasible=ans.infeasible and cset.complete)
@@ -900,26 +1189,41 @@ def _reduced_solve(model: PackingModel, backend: Any, hint_cols: Sequence[int | 
         sdl = dl if share is None else Deadline(max(0.05, share))
         return backend(sub, h, sdl), keep_l
 
-    # a quick incumbent on the cheapest-in-rc columns
+    # iterative reduced-cost fixing: solve the model on the columns with rc <= delta. Any solution
+    # using another column costs at least LB + delta (LB + sum of its columns' reduced costs), so
+    # min(restricted bound, LB + delta) is a valid bound; stop once UB <= LB + delta (proven), else
+    # grow delta (at most to UB - LB, where the restricted model holds every improving solution).
     delta = max(1e-4 * abs(lb), tol)
-    ans0, keep0 = sub_solve(rc <= delta, None if not math.isfinite(dl.left()) else 0.3 * dl.left())
-    if ans0.chosen is not None:
-        cols0 = [keep0[i] for i in ans0.chosen]
-        v = model.objective_of(cols0)
-        if v < ub:
-            ub, best_cols = v, cols0
-    info["ub_model"] = ub if math.isfinite(ub) else None
-    if not math.isfinite(ub):
+    bound = lb * (1 - 1e-9)
+    proven = False
+    ans = None
+    rounds = 0
+    while True:
+        rounds += 1
+        final = math.isfinite(ub) and delta >= ub - lb
+        left = dl.left()
+        share = None if (final or not math.isfinite(left)) else 0.5 * left
+        ans, keep = sub_solve(rc <= delta + tol, share)
+        if ans.chosen is not None:
+            cols_r = [keep[i] for i in ans.chosen]
+            v = model.objective_of(cols_r)
+            if v < ub:
+                ub, best_cols = v, cols_r
+        b_r = ans.bound if ans.bound is not None else -math.inf
+        if ans.proven and ans.chosen is not None:
+            b_r = max(b_r, model.objective_of([keep[i] for i in ans.chosen]) * (1 - 1e-12))
+        bound = max(bound, min(b_r, lb + delta) * (1 - 1e-12))
+        if math.isfinite(ub) and bound >= ub * (1 - 1e-9):
+            proven = True
+            break
+        if final or dl.left() <= 0.05 or not math.isfinite(ub):
+            break
+        delta = min(max(4 * delta, tol), ub - lb + tol)
+    info.update(ub_model=ub if math.isfinite(ub) else None, rc_rounds=rounds, rc_delta=delta,
+                kept_columns=int((rc <= delta + tol).sum()))
+    if best_cols is None:
         info["reduce"] = "no upper bound"
-        return backend(model, hint_cols, dl), info
-    mask = rc <= ub - lb + tol
-    info["kept_columns"] = int(mask.sum())
-    ans, keep = sub_solve(mask, None)
-    chosen = None if ans.chosen is None else tuple(keep[i] for i in ans.chosen)
-    if chosen is None or model.objective_of(chosen) > ub:
-        chosen = tuple(best_cols)  # type: ignore[arg-type]
-    sub_bound = ans.bound if ans.bound is not None else -math.inf
-    if ans.proven:
-        sub_bound = max(sub_bound, model.objective_of(chosen) * (1 - 1e-12))
-    bound = max(lb * (1 - 1e-9), min(ub, sub_bound))
-    return BackendAnswer(chosen, bound, False, ans.proven, {**ans.info, **info}), info
+        return BackendAnswer(None, bound, False, False, {**ans.info, **info}), info
+    chosen = tuple(best_cols)
+    return BackendAnswer(chosen, bound, False, proven, {**ans.info, **info}), info
+

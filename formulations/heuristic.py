@@ -338,7 +338,73 @@ def offline_greedy(inst: Instance, seed: int = 0, deadline: Deadline | None = No
     return None if best is None else (best[1], best[2])  # type: ignore[return-value]
 
 
+def _family_options(inst: Instance, j: int, fam: Candidate, st: State) -> list[tuple[float, Allocation]]:
+    """Members of a relaxed family built from free GPUs: the family's GPU-type counts taken from the
+    fastest free GPUs of each type (on the family's node for ``relaxed-node``; for ``relaxed-spread``
+    over the whole cluster, and also spread over as few nodes as possible), fair-share level."""
+    job = inst.jobs[j]
+    gpu = inst.cluster.gpu
+    want = dict(fam.type_counts)
+    if not want:
+        return []
+    free = [g for ids in st.free_ids.values() for g in ids]
+    if fam.kind == "relaxed-node":
+        free = [g for g in free if gpu[g].node == fam.node]
+    fac = {g: gpu[g].factor(job.job_class) for g in free}
+    sets = []
+    pick = []
+    for t, k in want.items():
+        c = sorted((g for g in free if gpu[g].type == t), key=lambda g: (fac[g], g))
+        if len(c) < k:
+            return []
+        pick.extend(c[:k])
+    sets.append(tuple(pick))
+    if fam.kind == "relaxed-spread":
+        # fill nodes with the most free GPUs of the wanted types first (fewer nodes, same types)
+        by_node: dict[str, list[str]] = {}
+        for g in free:
+            if gpu[g].type in want:
+                by_node.setdefault(gpu[g].node, []).append(g)
+        left = dict(want)
+        pick = []
+        for v in sorted(by_node, key=lambda v: (-len(by_node[v]), v)):
+            for g in sorted(by_node[v], key=lambda g: (fac[g], g)):
+                if left.get(gpu[g].type, 0) > 0:
+                    pick.append(g)
+                    left[gpu[g].type] -= 1
+        if not any(left.values()):
+            sets.append(tuple(pick))
+    out = []
+    for gs in dict.fromkeys(sets):
+        a = Allocation(gs, (), None, None) if job.ps is None else None
+        if a is None:
+            continue
+        try:
+            d = duration(job, a, inst.cluster)
+        except SpeedError:
+            continue
+        if st.fits(j, a):
+            out.append((d, a))
+    return out
+
+
 def repair(inst: Instance, model: PackingModel, chosen: list[int]) -> list[Allocation] | None:
+    """The better of :func:`repair_once` without and with family-shaped options (see there)."""
+    best = None
+    for fam in (False, True):
+        a = repair_once(inst, model, chosen, family=fam)
+        if a is None:
+            continue
+        try:
+            v = _value(inst, [duration(inst.jobs[j], x, inst.cluster) for j, x in enumerate(a)])
+        except SpeedError:
+            continue
+        if best is None or v < best[0] - 1e-12 * abs(best[0]):
+            best = (v, a)
+    return None if best is None else best[1]
+
+
+def repair_once(inst: Instance, model: PackingModel, chosen: list[int], family: bool = True) -> list[Allocation] | None:
     """Concrete allocations for a model answer that uses relaxed candidates: exact choices are kept
     (first free GPUs of each class), relaxed ones are placed greedily on the remaining resources
     (preferring the relaxed family's GPU types), then 1-opt improves the whole. None on failure."""
@@ -356,8 +422,9 @@ def repair(inst: Instance, model: PackingModel, chosen: list[int]) -> list[Alloc
         else:
             todo.append(j)
     for j in sorted(todo, key=lambda j: -model.cols[chosen[j]].n):
-        want = dict(model.cols[chosen[j]].type_counts)
-        opts = _options(inst, model, j, st)
+        fam = model.cols[chosen[j]]
+        want = dict(fam.type_counts)
+        opts = _options(inst, model, j, st) + (_family_options(inst, j, fam, st) if family else [])
         if not opts:
             return None
 

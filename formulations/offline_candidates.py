@@ -100,7 +100,84 @@ def capacities(inst: Instance) -> dict:
         cap[("mem", nd.name)] = nd.mem_gb
         for g in nd.gpus:
             cap[("g", g.id)] = 1
+    for T in node_subsets(inst):
+        cap[("set", T)] = sum(len(cl.node[v].gpus) for v in T)
     return cap
+
+
+SPREAD_SUPPORTS = False   # off by default: at 5 s CP-SAT got worse incumbents on 8x6/16x10 (docs)
+SUPPORT_NODES = 5   # spread supports (node sets) are enumerated on clusters of at most this many nodes
+
+
+def node_subsets(inst: Instance, max_nodes: int = SUPPORT_NODES) -> list[tuple[str, ...]]:
+    """Node sets T (2 ≤ |T| < #nodes) with a GPU-count cumulative ``("set", T)``: every such set when
+    the cluster has ≤ ``max_nodes`` nodes, else the groups of single-type nodes of one GPU type.
+    Capacity: the GPUs of T; demand: a job's GPUs on T (a proven lower bound for relaxed spread
+    options). None unless :func:`use_supports`. Implied by the per-node constraints for concrete and single-node options; with spread
+    supports they carry what a spread job takes from a group of nodes."""
+    names = [nd.name for nd in inst.cluster.nodes]
+    k = len(names)
+    if not use_supports(inst):
+        return []
+    if k <= max_nodes:
+        return [T for size in range(2, k) for T in itertools.combinations(names, size)]
+    by: dict[str, list[str]] = {}
+    for nd in inst.cluster.nodes:
+        ts = {g.type for g in nd.gpus}
+        if len(ts) == 1:
+            by.setdefault(next(iter(ts)), []).append(nd.name)
+    return [tuple(v) for v in by.values() if 2 <= len(v) < k]
+
+
+def use_supports(inst: Instance) -> bool:
+    """Spread supports pay off when some job size exceeds every node (it must spread). Otherwise the
+    extra options slowed CP-SAT's incumbents on 30 jobs / 32 GPUs with equal bounds (measured, see
+    docs/oracle-offline.md), so the single ``("spread", n)`` class is kept (still valid)."""
+    if not SPREAD_SUPPORTS:
+        return False
+    big = max(len(nd.gpus) for nd in inst.cluster.nodes)
+    return any(n > big for job in inst.jobs for n in job.sizes)
+
+
+def spread_options(inst: Instance, j: int, n: int, max_nodes: int = SUPPORT_NODES) -> list[Option]:
+    """Relaxed options for ``n`` GPUs over ≥ 2 nodes.
+
+    On clusters of ≤ ``max_nodes`` nodes where :func:`use_supports`, one option per *support* S (the exact node set used),
+    class ``("spread", n, S)``: duration :func:`spread_lb` over S's GPUs only; demands: n on the cluster
+    and on every node set T ⊇ S, and on any T the proven minimum
+    max(|S ∩ T|, n − Σ_{w ∈ S∖T} min(n − 1, h_w)) (every node of S holds ≥ 1 GPU, a node holds ≤ n − 1
+    of a spread job, h_w = hostable GPUs of w). Every spread allocation is the option of its support
+    with no larger duration or demand, so a model over them is still a relaxation. Larger clusters:
+    the single class ``("spread", n)`` holding n cluster GPUs (and the set demands implied by the
+    same rule with S = all nodes).
+    """
+    cl = inst.cluster
+    job = inst.jobs[j]
+    h = {nd.name: sum(1 for g in nd.gpus if job.can_use(g.type)) for nd in cl.nodes}
+    hn = [v for v in h if h[v] > 0]
+    subsets = node_subsets(inst, max_nodes)
+    out = []
+    if len(cl.nodes) <= max_nodes and use_supports(inst):
+        supports = [S for size in range(2, min(n, len(hn)) + 1) for S in itertools.combinations(hn, size)
+                    if sum(min(n - 1, h[v]) for v in S) >= n]
+    else:
+        supports = [None]
+    for S in supports:
+        d = spread_lb(inst, job, n, None if S is None else set(S))
+        if d is None:
+            continue
+        SS = set(hn) if S is None else set(S)
+        dem: dict = {("all",): n}
+        if S is not None:
+            for v in S:
+                dem[("n", v)] = max(1, n - sum(min(n - 1, h[w]) for w in S if w != v))
+        for T in subsets:
+            lo = n - sum(min(n - 1, h[w]) for w in SS - set(T))
+            lo = max(lo, len(SS & set(T)) if S is not None else 0)
+            if lo > 0:
+                dem[("set", T)] = lo
+        out.append(Option(j, d, dem, cls=("spread", n) if S is None else ("spread", n, S)))
+    return out
 
 
 def fits_alone(demand: dict, cap: dict) -> bool:
@@ -213,20 +290,73 @@ def node_complete_options(inst: Instance, limit: int = 20000) -> list[list[Optio
                 for comb in itertools.combinations(ids, n):
                     opts += _filter(_options_for_set(inst, j, tuple(comb), node_names, cap))
         for n in job.sizes:
-            d = spread_lb(inst, job, n)
-            if d is not None:
-                opts.append(Option(j, d, {("all",): n}, cls=("spread", n)))
+            opts += spread_options(inst, j, n)
         out.append(opts)
     return out
 
 
-def mixed_chooser(chosen: dict[int, Option]) -> Callable:
-    """Concrete options keep their allocation; relaxed ones pick the fastest free set of their class."""
+def spread_node_caps(inst: Instance, job: Job, n: int) -> dict[str, int]:
+    """Per node, the most GPUs a spread allocation of ``n`` GPUs can take there (hostable, ≤ n − 1)."""
+    out = {}
+    for nd in inst.cluster.nodes:
+        h = sum(1 for g in nd.gpus if job.can_use(g.type))
+        out[nd.name] = min(n - 1, h)
+    return out
+
+
+def mixed_chooser(chosen: dict[int, Option], patterns: dict[int, dict[str, int]] | None = None) -> Callable:
+    """Concrete options keep their allocation; relaxed ones pick the fastest free set of their class.
+
+    ``patterns`` (job → {node: GPU count}) makes a spread job take exactly that many GPUs per node
+    (its fastest free ones there), as the model with per-node spread counts decided.
+    """
     fixed = fixed_chooser({j: o.alloc for j, o in chosen.items() if o.alloc is not None})
     rel = class_chooser({j: o.cls for j, o in chosen.items() if o.alloc is None})
+    pat = pattern_chooser(patterns or {}, rel)
 
     def choose(inst, j, free, cpu, mem):
-        return fixed(inst, j, free, cpu, mem) if chosen[j].alloc is not None else rel(inst, j, free, cpu, mem)
+        if chosen[j].alloc is not None:
+            return fixed(inst, j, free, cpu, mem)
+        if patterns and j in patterns:
+            return pat(inst, j, free, cpu, mem)
+        return rel(inst, j, free, cpu, mem)
+
+    return choose
+
+
+def pattern_chooser(patterns: dict[int, dict[str, int]], fallback: Callable) -> Callable:
+    """The fastest free GPUs per node in the job's count pattern, with its fastest PS/level choice that
+    fits; ``fallback`` once the whole cluster is idle and the pattern still does not fit."""
+
+    def choose(inst, j, free, cpu, mem):
+        cl = inst.cluster
+        job = inst.jobs[j]
+        gids: list[str] = []
+        for node, c in patterns[j].items():
+            if c <= 0:
+                continue
+            gl = [cl.gpu[g] for g in free[node] if job.can_use(cl.gpu[g].type)]
+            if len(gl) < c:
+                gids = []
+                break
+            gl.sort(key=lambda g: (-rho(job, g), g.index))
+            gids += [g.id for g in gl[:c]]
+        best = None
+        if gids:
+            node_names = [nd.name for nd in cl.nodes]
+            gnodes = sorted({g.split(":", 1)[0] for g in gids})
+            for psn in _ps_choices(job, node_names if len(node_names) <= 4 else gnodes):
+                for c, m in levels(job):
+                    a = Allocation(tuple(sorted(gids)), psn, c, m)
+                    try:
+                        d = duration(job, a, cl)
+                    except SpeedError:
+                        continue
+                    if _fits_now(inst, demand_of(inst, job, a), free, cpu, mem) and (best is None or d < best[1]):
+                        best = (a, d)
+        if best is None and sum(len(s) for s in free.values()) == len(cl.gpus):
+            return fallback(inst, j, free, cpu, mem)
+        return None if best is None else best[0]
 
     return choose
 
@@ -305,10 +435,11 @@ def single_node_lb(inst: Instance, job: Job, node: str, n: int) -> float | None:
     return job.iterations * min(cand) / max_speedup(job)
 
 
-def spread_lb(inst: Instance, job: Job, n: int) -> float | None:
-    """Lower bound on the duration of every allocation of ``n`` GPUs over two or more nodes."""
+def spread_lb(inst: Instance, job: Job, n: int, nodes: set | None = None) -> float | None:
+    """Lower bound on the duration of every allocation of ``n`` GPUs over two or more nodes
+    (of ``nodes`` only, when given: the bound then uses only those nodes' GPUs)."""
     cl = inst.cluster
-    hs = hostable(inst, job)
+    hs = [g for g in hostable(inst, job) if nodes is None or g.node in nodes]
     if n < 2 or len(hs) < n or len({g.node for g in hs}) < 2:
         return None
     rh = sorted((rho(job, g) for g in hs), reverse=True)[:n]
@@ -337,9 +468,7 @@ def class_options(inst: Instance) -> list[list[Option]]:
                 d = single_node_lb(inst, job, nd.name, n)
                 if d is not None:
                     opts.append(Option(j, d, {("n", nd.name): n, ("all",): n}, cls=("node", nd.name, n)))
-            d = spread_lb(inst, job, n)
-            if d is not None:
-                opts.append(Option(j, d, {("all",): n}, cls=("spread", n)))
+            opts += spread_options(inst, j, n)
         out.append(opts)
     return out
 
@@ -485,7 +614,7 @@ def _free_allocs(inst: Instance, job: Job, cls, free, cache):
     node_names = [nd.name for nd in cl.nodes]
     gsets = []
     for n in job.sizes:
-        if cls is not None and cls[-1] != n:
+        if cls is not None and (cls[2] if cls[0] == "node" else cls[1]) != n:
             continue
         for nd in cl.nodes:
             if cls is not None and (cls[0] != "node" or cls[1] != nd.name):
@@ -495,7 +624,9 @@ def _free_allocs(inst: Instance, job: Job, cls, free, cache):
                 gl.sort(key=lambda g: (-rho(job, g), g.index))
                 gsets.append(tuple(sorted(g.id for g in gl[:n])))
         if n >= 2 and (cls is None or cls[0] == "spread"):
-            gl = [cl.gpu[g] for s in free.values() for g in s if job.can_use(cl.gpu[g].type)]
+            sup = set(cls[2]) if cls is not None and len(cls) > 2 else None
+            gl = [cl.gpu[g] for nd, s in free.items() if sup is None or nd in sup for g in s
+                  if job.can_use(cl.gpu[g].type)]
             if len(gl) >= n and len({g.node for g in gl}) >= 2:
                 gl.sort(key=lambda g: (-rho(job, g), g.id))
                 pick = gl[:n]

@@ -27,6 +27,7 @@ tolerance (relative 1e-6, which covers the rounding unit); ``feasible`` with the
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -41,6 +42,7 @@ from . import offline_candidates as oc
 
 OPT_RTOL = 1e-6
 SOLVER = "cpsat"
+SAT_PARAMS: dict = {}   # extra CP-SAT parameters for every model (see docs/oracle-offline.md)
 
 
 def _unit(inst: Instance, opts) -> float:
@@ -57,12 +59,28 @@ def _int_weights(inst: Instance) -> tuple[list[int], int]:
 
 
 def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set, *, time_limit, threads, seed,
-                    hint: dict | None = None, unit: float | None = None):
-    """Solve the option model. Returns dict(status, bound (objective units), choice, start) or None."""
+                    hint: dict | None = None, unit: float | None = None, spread_counts: bool = False,
+                    set_cumulatives: bool = True, hint_patterns: dict | None = None,
+                    sat_params: dict | None = None):
+    """Solve the option model. Returns dict(status, bound (objective units), choice, start, patterns).
+
+    ``spread_counts``: a relaxed ``("spread", n)`` option gets integer GPU counts c_v per node
+    (0 ≤ c_v ≤ min(n − 1, hostable on v), Σ_v c_v = n when chosen) that enter the per-node GPU-count
+    cumulatives as variable demands (off by default: measured much weaker than spread supports, see
+    docs/oracle-offline.md). Every spread allocation has such counts, so the model stays a
+    relaxation; and counts that fit every node at every instant can always be turned into concrete
+    GPUs (at each start, in start order, the node has ≥ c_v free GPUs: take any), so only durations
+    (variability) remain relaxed. ``set_cumulatives``: GPU-count cumulatives over the nodes
+    of a node set T (``("set", T)`` in ``resources``, :func:`offline_candidates.node_subsets`;
+    spread options carry their own proven lower-bound demand on T, others their GPU count on T).
+    """
     u = unit or _unit(inst, opts)
     cap = oc.capacities(inst)
     m = cp_model.CpModel()
     n = len(inst.jobs)
+    node_res = [r for r in resources if r[0] == "n"]
+    sets = [r[1] for r in resources if r[0] == "set"] if set_cumulatives else []
+    counts: dict = {}          # (j, k) → {node: IntVar}
     H = math.floor(max(j.arrival for j in inst.jobs) / u) + sum(
         max(math.floor(o.dur / u) for o in ol) for ol in opts) + 1
     starts, ends, xs = [], [], []
@@ -76,11 +94,23 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
         x = [m.NewBoolVar(f"x{j}_{k}") for k in range(len(ol))]
         m.AddExactlyOne(x)
         m.Add(e == s + sum(math.floor(o.dur / u) * xk for o, xk in zip(ol, x)))
-        for o, xk in zip(ol, x):
-            iv = m.NewOptionalFixedSizeIntervalVar(s, math.floor(o.dur / u), xk, f"i{j}_{len(per_res)}")
-            for r, v in o.demand.items():
-                if r in resources:
-                    per_res.setdefault(r, []).append((iv, v, j))
+        for k, (o, xk) in enumerate(zip(ol, x)):
+            iv = m.NewOptionalFixedSizeIntervalVar(s, math.floor(o.dur / u), xk, f"i{j}_{k}")
+            dem = {r: v for r, v in o.demand.items() if r in resources}
+            if spread_counts and node_res and o.cls is not None and o.cls[0] == "spread":
+                ncap = oc.spread_node_caps(inst, inst.jobs[j], o.cls[1])
+                cv = {v: m.NewIntVar(0, max(0, ncap[v]), f"c{j}_{k}_{v}") for v in ncap if ("n", v) in resources}
+                m.Add(sum(cv.values()) == o.cls[1] * xk)
+                counts[(j, k)] = cv
+                for v, var in cv.items():
+                    dem[("n", v)] = var
+            for T in sets:
+                if ("set", T) not in dem and not (o.cls is not None and o.cls[0] == "spread"):
+                    tv = sum(o.demand.get(("n", v), 0) for v in T)   # concrete / single-node: exact count
+                    if tv:
+                        dem[("set", T)] = tv
+            for r, v in dem.items():
+                per_res.setdefault(r, []).append((iv, v, j))
         starts.append(s)
         ends.append(e)
         xs.append(x)
@@ -91,6 +121,11 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
         if r[0] == "g":
             m.AddNoOverlap([iv for iv, _, _ in items])
         else:
+            if any(not isinstance(v, (int, float)) for _, v, _ in items):
+                # variable demands (spread counts): integer GPU counts
+                m.AddCumulative([iv for iv, _, _ in items], [int(v) if isinstance(v, float) else v
+                                                             for _, v, _ in items], int(c))
+                continue
             if sum(v for _, v, _ in items) <= c:
                 continue
             scale = 1 if all(float(v).is_integer() for _, v, _ in items) and float(c).is_integer() else 1000
@@ -111,17 +146,27 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
             m.AddHint(starts[j], max(math.floor(inst.jobs[j].arrival / u), min(H, math.floor(st / u))))
             for kk, xk in enumerate(xs[j]):
                 m.AddHint(xk, kk == k)
+            pat = (hint_patterns or {}).get(j)
+            for kk, cv in ((kk, counts[(j, kk)]) for kk in range(len(xs[j])) if (j, kk) in counts):
+                for v, var in cv.items():
+                    m.AddHint(var, pat.get(v, 0) if (kk == k and pat) else 0)
     solver = cp_model.CpSolver()
     p = solver.parameters
     p.num_workers = max(1, int(threads))
     p.random_seed = int(seed)
     if time_limit is not None:
         p.max_time_in_seconds = max(0.01, float(time_limit))
+    for k, v in (SAT_PARAMS if sat_params is None else sat_params).items():
+        setattr(p, k, v)
     st = solver.Solve(m)
+    if st == cp_model.MODEL_INVALID:   # never take a bound from an invalid model
+        raise RuntimeError(f"offline CP-SAT model invalid: {m.Validate()[:300]}")
     out = {"status": solver.StatusName(st), "unit": u, "choice": None, "start": None}
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         out["choice"] = [next(k for k, xk in enumerate(x) if solver.Value(xk)) for x in xs]
         out["start"] = [solver.Value(s) for s in starts]
+        out["patterns"] = {j: {v: solver.Value(var) for v, var in counts[(j, k)].items()}
+                           for j, k in enumerate(out["choice"]) if (j, k) in counts}
         out["bound_units"] = solver.BestObjectiveBound()
     elif st == cp_model.INFEASIBLE:
         out["bound_units"] = math.inf
@@ -158,7 +203,7 @@ def hint_assignment(inst: Instance, opts, sched: Schedule | None) -> dict | None
             if o.alloc is not None and o.alloc == seg.alloc:
                 k = kk
                 break
-            if o.cls is not None and o.cls == class_of(seg.alloc):
+            if o.cls is not None and _same_class(o.cls, class_of(seg.alloc)):
                 k = kk
                 break
         out[j] = (k, seg.start)
@@ -168,7 +213,15 @@ def hint_assignment(inst: Instance, opts, sched: Schedule | None) -> dict | None
 def class_of(alloc) -> tuple:
     nodes = {g.split(":", 1)[0] for g in alloc.gpus}
     n = len(alloc.gpus)
-    return ("node", next(iter(nodes)), n) if len(nodes) == 1 else ("spread", n)
+    return ("node", next(iter(nodes)), n) if len(nodes) == 1 else ("spread", n, tuple(sorted(nodes)))
+
+
+def _same_class(cls: tuple, c: tuple) -> bool:
+    if cls == c:
+        return True
+    if cls[0] == "spread" and c[0] == "spread" and cls[1] == c[1]:
+        return len(cls) == 2 or tuple(sorted(cls[2])) == c[2]
+    return False
 
 
 def decode(inst: Instance, opts, sol, method: str):
@@ -178,7 +231,30 @@ def decode(inst: Instance, opts, sol, method: str):
     if all(o.alloc is not None for o in chosen.values()):
         allocs = {j: o.alloc for j, o in chosen.items()}
         return oc.best_retime(inst, order, lambda: oc.fixed_chooser(allocs), method)
-    return oc.best_retime(inst, order, lambda: oc.mixed_chooser(chosen), method)
+    best = oc.best_retime(inst, order, lambda: oc.mixed_chooser(chosen), method)
+    if any(o.cls is not None and len(o.cls) > 2 and o.cls[0] == "spread" for o in chosen.values()):
+        # variant: spread jobs take the fastest free spread set on any nodes (not only their support)
+        loose = {j: dataclasses.replace(o, cls=o.cls[:2]) if o.cls is not None and o.cls[0] == "spread" else o
+                 for j, o in chosen.items()}
+        best = better(best, oc.best_retime(inst, order, lambda: oc.mixed_chooser(loose), method))
+    pats = sol.get("patterns")
+    if pats:
+        # the model's per-node spread counts, and (its variant) the fastest free set of the class
+        best = better(best, oc.best_retime(inst, order, lambda: oc.mixed_chooser(chosen, pats), method))
+    return best
+
+
+def hint_patterns(inst: Instance, sched: Schedule | None) -> dict | None:
+    """Per job of ``sched`` that is spread over several nodes, its GPU count per node."""
+    if sched is None:
+        return None
+    out = {}
+    for seg in sched.segments:
+        j = inst.index.get(seg.job)
+        nodes = [g.split(":", 1)[0] for g in seg.alloc.gpus]
+        if j is not None and len(set(nodes)) > 1:
+            out[j] = {v: nodes.count(v) for v in set(nodes)}
+    return out
 
 
 def check_offline(inst: Instance, who: str) -> None:
@@ -254,8 +330,8 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         pass
     classes = oc.class_options(inst)
     t_rel = None if time_limit is None else left() * relaxed_share
-    sol = build_and_solve(inst, classes, {r for r in cap_res if r[0] in ("n", "all")}, time_limit=t_rel,
-                          threads=threads, seed=seed, hint=hint_assignment(inst, classes, best[0]))
+    sol = build_and_solve(inst, classes, {r for r in cap_res if r[0] in ("n", "all", "set")}, time_limit=t_rel,
+                          threads=threads, seed=seed, hint=hint_assignment(inst, classes, best[0]), hint_patterns=hint_patterns(inst, best[0]))
     lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
     if sol["choice"] is not None:
         best = better(best, decode(inst, classes, sol, SOLVER))
@@ -265,9 +341,9 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     if mixed is not None and (left() is None or left() > 0.05):
         # ... then every single-node allocation exactly, spread ones relaxed: still a valid bound,
         # and exact (variability included) for schedules without spread jobs
-        res = {r for r in cap_res if r[0] in ("g", "n", "all")} | oc.binding_resources(inst, mixed)
+        res = {r for r in cap_res if r[0] in ("g", "n", "all", "set")} | oc.binding_resources(inst, mixed)
         sol = build_and_solve(inst, mixed, res, time_limit=left(), threads=threads, seed=seed,
-                              hint=hint_assignment(inst, mixed, best[0]))
+                              hint=hint_assignment(inst, mixed, best[0]), hint_patterns=hint_patterns(inst, best[0]))
         lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
         if sol["choice"] is not None:
             best = better(best, decode(inst, mixed, sol, SOLVER))

@@ -45,7 +45,7 @@ def _heuristic(inst: Instance, seed: int, time_limit: float | None) -> Schedule 
 
     dl = Deadline(None if time_limit is None else 0.1 * time_limit)
     if inst.problem == "static":
-        model = build_packing(inst, enumerate_candidates(inst))
+        model = build_packing(inst, enumerate_candidates(inst, deadline=dl))
         if any(not g for g in model.groups):
             return None
         a = static_greedy(inst, model, seed=seed, deadline=dl)

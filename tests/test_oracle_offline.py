@@ -206,3 +206,94 @@ def test_class_duration_bounds_below_every_allocation(seed, pick):
         lb = oc.single_node_lb(inst, job, nodes[0], n) if len(nodes) == 1 else oc.spread_lb(inst, job, n)
         assert lb is not None and lb <= d * (1 + 1e-12)
         assert oc.p_min(inst)[j] <= d * (1 + 1e-12)
+
+
+# ----------------------------------------------------------------------------- spread supports
+
+
+@pytest.fixture(autouse=False)
+def supports(monkeypatch):
+    monkeypatch.setattr(oc, "SPREAD_SUPPORTS", True)
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000), pick=st.integers(0, 10_000))
+def test_spread_support_options_bound_every_spread_allocation(seed, pick):
+    """Law: a spread allocation's support option is no longer and demands no more of any GPU-count
+    resource (node, node set, cluster) than the allocation holds, so the support model is a relaxation."""
+    old = oc.SPREAD_SUPPORTS
+    oc.SPREAD_SUPPORTS = True
+    try:
+        _check_spread_supports(seed, pick)
+    finally:
+        oc.SPREAD_SUPPORTS = old
+
+
+def _check_spread_supports(seed, pick):
+    inst = offline_instance(gpus=12, nodes=4, jobs=3, max_size=8, variability=0.2, locality_penalty=1.4,
+                            cpu_mem=True, ps=seed % 2 == 0, seed=seed, elastic=1.0)
+    d = inst.to_dict()
+    d["jobs"][0]["sizes"] = [1, 2, 4, 8]       # a size above every node: supports are used
+    inst = Instance.from_dict(d)
+    rng = random.Random(pick)
+    subsets = oc.node_subsets(inst)
+    for j, job in enumerate(inst.jobs):
+        sizes = [n for n in job.sizes if n >= 2]
+        if not sizes:
+            continue
+        n = rng.choice(sizes)
+        gpus = rng.sample([g.id for g in inst.cluster.gpus], n)
+        nodes = [g.split(":")[0] for g in gpus]
+        if len(set(nodes)) < 2:
+            continue
+        psn = tuple(rng.choice([nd.name for nd in inst.cluster.nodes]) for _ in range(rng.randint(1, job.ps.max_ps))) if job.ps else ()
+        d = duration(job, Allocation(tuple(gpus), psn, *rng.choice(oc.levels(job))), inst.cluster)
+        sup = tuple(sorted(set(nodes)))
+        opt = [o for o in oc.spread_options(inst, j, n) if o.cls[2] == sup]
+        assert len(opt) == 1
+        o = opt[0]
+        assert o.dur <= d * (1 + 1e-12)
+        held = {("all",): n, **{("n", v): nodes.count(v) for v in set(nodes)},
+                **{("set", T): sum(nodes.count(v) for v in T) for T in subsets}}
+        for r, v in o.demand.items():
+            assert v <= held.get(r, 0), (r, v, held)
+
+
+def test_spread_support_relaxation_below_optimum_with_forced_spread(supports):
+    """Relaxed path where jobs must spread (size-4 jobs on 2-GPU nodes): bound ≤ brute-force optimum,
+    incumbent decoded from supports replays valid."""
+    orig = oc.concrete_options
+    for seed in (1, 3):
+        inst = tiny(seed, gpus=4, nodes=2, jobs=4, max_size=4, variability=0.08, locality_penalty=1.3,
+                    cpu_mem=False, ps=False)
+        opt = brute.solve(inst).objective
+        try:
+            oc.concrete_options = lambda inst, full_limit=64: orig(inst, full_limit=0)
+            r = offline_cpsat.solve(inst, threads=1, seed=0)
+        finally:
+            oc.concrete_options = orig
+        check_valid(inst, r)
+        assert r.lower_bound <= opt * (1 + 1e-9)
+        assert r.objective >= opt * (1 - 1e-9)
+
+
+def test_spread_supports_tighten_the_class_bound(supports):
+    """Rigid jobs (one of 8 GPUs) on four 4-GPU nodes: the support relaxation's bound is at least the
+    cluster-count-only one (its options are the old spread class plus demands) and below the optimum."""
+    inst = offline_instance(gpus=16, nodes=4, jobs=3, max_size=8, elastic=0.0, variability=0.0, seed=0,
+                            interarrival_s=1.0, duration_h=(1.0, 1.0))
+    classes = oc.class_options(inst)
+    res = {r for r in oc.capacities(inst) if r[0] in ("n", "all", "set")}
+    sol = offline_cpsat.build_and_solve(inst, classes, res, time_limit=10, threads=1, seed=0)
+    lb = offline_cpsat.bound_from_units(inst, sol["bound_units"], sol["unit"])
+    assert sol["status"] == "OPTIMAL"
+    loose = [[o if o.cls[0] != "spread" else oc.Option(o.job, o.dur, {("all",): o.cls[1]}, cls=o.cls[:2])
+              for o in ol] for ol in classes]
+    loose = [list({o.cls: o for o in ol}.values()) for ol in loose]
+    sol2 = offline_cpsat.build_and_solve(inst, loose, {r for r in res if r[0] != "set"}, time_limit=20, threads=1,
+                                         seed=0)
+    lb2 = offline_cpsat.bound_from_units(inst, sol2["bound_units"], sol2["unit"])
+    assert lb >= lb2 - 1e-6
+    ref = offline_cpsat.solve(inst, threads=1, seed=0)
+    check_valid(inst, ref)
+    assert lb <= ref.objective * (1 + 1e-9)

@@ -184,3 +184,58 @@ def test_cli_solve(tmp_path) -> None:
     bad = subprocess.run([sys.executable, "-m", "jctlab.cli", "solve", str(p), "--method", "cpsat", "--nope", "1"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "nope" in bad.stderr
+
+
+def test_relaxed_family_is_expanded_not_repaired_badly() -> None:
+    """Regression: a relaxed multi-node family chosen at a tight bound used to be 'repaired' into a
+    schedule 185 % worse (status feasible). The chosen families are now expanded into their exact
+    members and the model solved again, so the proven optimum (≈ 2277, the exhaustive DP's) comes back."""
+    from matching.methods import exhaustive
+    from matching.suite import gavel_static
+
+    inst = gavel_static(gpus=24, jobs=6, seed=8)
+    ref = exhaustive(inst)
+    for m in ("cpsat", "milp"):
+        r = methods.solve(inst, method=m, time_limit=20, threads=1)
+        _check(inst, r)
+        assert r.status == "optimal", (m, r.params)
+        assert r.objective == pytest.approx(ref.objective, rel=1e-6)
+    # the expansion alone (no repair shortcut) must also reach the optimum
+    from formulations import heuristic
+
+    orig = heuristic._family_options
+    heuristic._family_options = lambda *a, **k: []
+    try:
+        r = methods.solve(inst, method="cpsat", time_limit=20, threads=1)
+    finally:
+        heuristic._family_options = orig
+    assert r.status == "optimal" and r.params["expanded"] > 0
+    assert r.objective == pytest.approx(ref.objective, rel=1e-6)
+
+
+def test_enumeration_fast_path_matches_speed_model() -> None:
+    """Bulk (numpy) single-node pricing equals speed.duration (up to VEC_SAFETY, from below), and
+    pruning keeps every undominated allocation: the optimum is unchanged."""
+    from formulations.common import VEC_SAFETY
+
+    inst = static_instance(gpus=8, nodes=2, jobs=3, sizes=(1, 2, 4), seed=11, variability=0.1)
+    cs = enumerate_candidates(inst, prune=False)
+    model = build_packing(inst, cs)
+    for c in model.cols:
+        if c.exact:
+            d = duration(inst.jobs[c.job], c.allocation(model.cands.classes), inst.cluster)
+            assert c.duration <= d and c.duration == pytest.approx(d, rel=10 * VEC_SAFETY)
+    ref = brute.solve(inst)
+    r = static_cpsat.solve(inst)
+    assert r.status == "optimal" and r.objective == pytest.approx(ref.objective, rel=1e-6)
+
+
+def test_enumeration_deadline_falls_back_to_relaxed() -> None:
+    from formulations.common import Deadline
+
+    inst = static_instance(gpus=64, nodes=8, jobs=32, sizes=(1, 2, 4, 8), seed=0, variability=0.05)
+    cs = enumerate_candidates(inst, deadline=Deadline(0.0))
+    assert cs.complete and all(not c.exact for c in cs.per_job[0])
+    full = build_packing(inst, enumerate_candidates(inst))
+    relaxed = build_packing(inst, cs)
+    assert relaxed.trivial_bound() <= full.trivial_bound() * (1 + 1e-12)

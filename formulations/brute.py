@@ -38,6 +38,7 @@ from typing import Any, Sequence
 
 from jctlab.errors import InputError
 from jctlab.model import Allocation, Instance
+from jctlab.resources import node_demand
 from jctlab.result import Result
 from jctlab.speed import SpeedError, duration
 
@@ -78,18 +79,8 @@ def job_allocations(inst: Instance, j: int, limit: int = MAX_ALLOCATIONS) -> lis
 
 
 def _usage(inst: Instance, j: int, a: Allocation) -> dict[str, tuple[float, float]]:
-    job = inst.jobs[j]
-    use: dict[str, list[float]] = {}
-    for g in a.gpus:
-        v = g.split(":", 1)[0]
-        nd = inst.cluster.node[v]
-        u = use.setdefault(v, [0.0, 0.0])
-        u[0] += nd.fair_cpus if a.cpus_per_gpu is None else a.cpus_per_gpu
-        u[1] += nd.fair_mem_gb if a.mem_gb_per_gpu is None else a.mem_gb_per_gpu
-    if job.ps is not None:
-        for v in a.ps_nodes:
-            use.setdefault(v, [0.0, 0.0])[0] += job.ps.ps_cpus
-    return {v: (c, m) for v, (c, m) in use.items()}
+    cpu, mem = node_demand(inst.jobs[j], a, inst.cluster)
+    return {v: (c, mem.get(v, 0.0)) for v, c in cpu.items()}
 
 
 def _over(inst: Instance, v: str, cpu: float, mem: float) -> bool:

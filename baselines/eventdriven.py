@@ -46,9 +46,7 @@ class EventPolicy(Mechanism):
                     continue
                 break
             self.view.take(free, alloc.gpus, self.node_of)
-            for g in alloc.gpus:
-                n = self.node_of[g]
-                cpu[n] = cpu.get(n, 0.0) + self.inst.cluster.node[n].fair_cpus
+            self._charge(cpu, j, alloc)
             left -= len(alloc.gpus)
             out.append(Start(j, alloc))
         return out

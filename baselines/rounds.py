@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from jctlab.model import Allocation, Instance
+from jctlab.resources import node_demand
 from jctlab.simulate import Action, Preempt, Start
 
 from .placement import Placement
@@ -131,6 +132,11 @@ class Mechanism:
             return None
         return Allocation(tuple(gpus), ps)
 
+    def _charge(self, cpu: dict[str, float], j: int, alloc: Allocation, sign: float = 1.0) -> None:
+        """Add (sign=+1) or remove job j's CPUs on ``alloc`` (GPUs' fair shares and its PS)."""
+        for n, c in node_demand(self.inst.jobs[j], alloc, self.inst.cluster)[0].items():
+            cpu[n] = cpu.get(n, 0.0) + sign * c
+
 
 class RoundPolicy(Mechanism):
     def __init__(self, inst: Instance, queue: Queue, placement: Placement, sizes: list[int],
@@ -171,7 +177,7 @@ class RoundPolicy(Mechanism):
                 break
             placed[j] = alloc
             self.view.take(free, alloc.gpus, self.node_of)
-            self._charge(cpu, alloc)
+            self._charge(cpu, j, alloc)
         actions: list[Action] = []
         starts: list[Action] = []
         for j, r in running.items():
@@ -207,19 +213,13 @@ class RoundPolicy(Mechanism):
                     preempt.append(v)
                     a = run_alloc[v]
                     self.view.give(free, a.gpus, self.node_of)
-                    self._charge(cpu, a, -1.0)
+                    self._charge(cpu, v, a, -1.0)
                     alloc = self.try_place(j, free, cpu)
                     if alloc is not None:
                         break
             if alloc is None:
                 break
             self.view.take(free, alloc.gpus, self.node_of)
-            self._charge(cpu, alloc)
+            self._charge(cpu, j, alloc)
             starts.append(Start(j, alloc))
         return [Preempt(v) for v in preempt] + starts
-
-    def _charge(self, cpu: dict[str, float], alloc: Allocation, sign: float = 1.0) -> None:
-        cl = self.inst.cluster
-        for g in alloc.gpus:
-            n = self.node_of[g]
-            cpu[n] = cpu.get(n, 0.0) + sign * cl.node[n].fair_cpus

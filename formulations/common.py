@@ -94,7 +94,9 @@ class Candidate:
     ``kind``: ``node`` (all GPUs on one node), ``spread`` (several nodes) — both exact, priced by
     ``speed.duration`` — or ``relaxed-node`` / ``relaxed-spread``: a family of allocations (one node,
     resp. several nodes, with the GPU-type counts ``type_counts``) whose ``duration`` is a lower
-    bound of every member; relaxed candidates use no CPU/memory and only aggregate GPU capacity.
+    bound of every member; relaxed candidates use no CPU/memory and only aggregate GPU capacity,
+    except *sub-families* (:func:`split_family`): relaxed candidates with ``counts``, whose GPUs of
+    those classes are fixed (class rows) and whose other GPUs stay aggregated.
     """
 
     job: int
@@ -578,6 +580,10 @@ MAX_EXPAND_ROUNDS = 50
 #: a chosen relaxed family is replaced by its exact members when it has at most this many count vectors
 EXPAND_CAP = 3000
 
+#: a larger chosen family is split into at most this many sub-families (:func:`split_family`), and only
+#: while half of the time limit is left (larger models need the time to be solved)
+SPLIT_CAP = 1000
+
 
 def family_members(inst: Instance, classes: Sequence[GpuClass], fam: Candidate,
                    cap: int = EXPAND_CAP) -> tuple[list[Candidate], bool] | None:
@@ -589,22 +595,32 @@ def family_members(inst: Instance, classes: Sequence[GpuClass], fam: Candidate,
         return [fam], True
     job = inst.jobs[fam.job]
     tc = dict(fam.type_counts)
+    fixed = dict(fam.counts)                      # a sub-family (see split_family): these GPUs are set
+    fixed_types = {classes[c].type for c in fixed}
     pools: list[list[GpuClass]] = []
     for t in sorted(tc):
-        pool = [cl for cl in classes if cl.type == t and job.can_use(t)
-                and (fam.kind != "relaxed-node" or cl.node == fam.node)]
+        if t in fixed_types:
+            pool = [classes[c] for c in sorted(fixed) if classes[c].type == t]
+        else:
+            pool = [cl for cl in classes if cl.type == t and job.can_use(t)
+                    and (fam.kind != "relaxed-node" or cl.node == fam.node)]
         pools.append(pool)
+
+    def vectors(t: str, pool: list[GpuClass]) -> list[tuple[int, ...]]:
+        if t in fixed_types:
+            return [tuple(fixed[cl.index] for cl in pool)]
+        return list(count_vectors([cl.size for cl in pool], tc[t]))
+
     total = 1
     for t, pool in zip(sorted(tc), pools):
-        total *= count_vectors_number([cl.size for cl in pool], tc[t])
+        total *= 1 if t in fixed_types else count_vectors_number([cl.size for cl in pool], tc[t])
         if total > cap:
             return None
     sel = [cl.index for pool in pools for cl in pool]
     kind = "node" if fam.kind == "relaxed-node" else "spread"
     out: list[Candidate] = []
     full = True
-    for parts in itertools.product(*[list(count_vectors([cl.size for cl in pool], tc[t]))
-                                     for t, pool in zip(sorted(tc), pools)]):
+    for parts in itertools.product(*[vectors(t, pool) for t, pool in zip(sorted(tc), pools)]):
         vec = [k for part in parts for k in part]
         if kind == "spread" and len({classes[c].node for c, k in zip(sel, vec) if k}) < 2:
             continue
@@ -614,17 +630,65 @@ def family_members(inst: Instance, classes: Sequence[GpuClass], fam: Candidate,
     return out, full
 
 
+def split_family(inst: Instance, classes: Sequence[GpuClass], fam: Candidate,
+                 cap: int = EXPAND_CAP) -> list[Candidate] | None:
+    """A relaxed family too large to expand, split into sub-families by the exact GPUs of one of its
+    GPU types (the type with the fewest count vectors, at most ``cap``): each sub-family fixes those
+    GPUs (``counts``: class rows) and keeps the other types aggregated (type / node rows), with the
+    optimistic duration over its own members (:func:`optimistic_duration` on a pool holding exactly
+    the fixed GPUs of that type). The sub-families partition the family's members, so the model stays
+    a relaxation, and each is tighter and expandable later (:func:`family_members`). None when no
+    type qualifies (one free type only, or too many vectors)."""
+    if fam.exact:
+        return None
+    job = inst.jobs[fam.job]
+    tc = dict(fam.type_counts)
+    fixed = dict(fam.counts)
+    fixed_types = {classes[c].type for c in fixed}
+    free_types = [t for t in sorted(tc) if t not in fixed_types]
+    if len(free_types) < 2:
+        return None
+
+    def pool_of(t: str) -> list[GpuClass]:
+        return [cl for cl in classes if cl.type == t and job.can_use(t)
+                and (fam.kind != "relaxed-node" or cl.node == fam.node)]
+
+    best_t = min(free_types, key=lambda t: (count_vectors_number([cl.size for cl in pool_of(t)], tc[t]), t))
+    pool_t = pool_of(best_t)
+    if count_vectors_number([cl.size for cl in pool_t], tc[best_t]) > cap:
+        return None
+    rest = [cl for t in free_types if t != best_t for cl in pool_of(t)]
+    kept = [classes[c] for c in sorted(fixed)]
+    out = []
+    for vec in count_vectors([cl.size for cl in pool_t], tc[best_t]):
+        counts = dict(fixed)
+        for cl, k in zip(pool_t, vec):
+            if k:
+                counts[cl.index] = counts.get(cl.index, 0) + k
+        # a pool with exactly the fixed GPUs (class sizes cut to the counts) + the free types' classes
+        pool = [GpuClass(cl.index, cl.node, cl.type, cl.variability, cl.ids[:counts[cl.index]])
+                for cl in kept + [cl for cl, k in zip(pool_t, vec) if k]] + rest
+        d = optimistic_duration(inst, job, pool, tc, spread=fam.kind == "relaxed-spread")
+        out.append(Candidate(fam.job, fam.kind, d, fam.n, counts=tuple(sorted(counts.items())), node=fam.node,
+                             type_counts=fam.type_counts))
+    return out
+
+
 def expand_families(inst: Instance, cset: CandidateSet, fams: Iterable[Candidate],
-                    cap: int = EXPAND_CAP) -> tuple[CandidateSet, int]:
+                    cap: int = EXPAND_CAP, split: bool = True) -> tuple[CandidateSet, int]:
     """``cset`` with each relaxed family of ``fams`` that has at most ``cap`` members replaced by
-    them; returns (new set, number of families expanded)."""
+    them, and each larger one split into sub-families (``split``, :func:`split_family`); returns (new
+    set, number of families expanded or split)."""
     per_job = [list(cs) for cs in cset.per_job]
     complete = cset.complete
     done = 0
     for fam in dict.fromkeys(f for f in fams if not f.exact):
         got = family_members(inst, cset.classes, fam, cap)
         if got is None:
-            continue
+            subs = split_family(inst, cset.classes, fam, SPLIT_CAP) if split else None
+            if subs is None:
+                continue
+            got = (subs, True)
         members, full = got
         lst = per_job[fam.job]
         k = lst.index(fam)
@@ -823,7 +887,7 @@ def match_candidate(model: PackingModel, j: int, alloc: Allocation) -> int | Non
                 return i
             if best_exact is None or c.duration < model.cols[best_exact].duration:
                 best_exact = i
-        elif not c.exact and c.type_counts == tc:
+        elif not c.exact and c.type_counts == tc and all(cnt.get(cl, 0) >= k for cl, k in c.counts):
             if (c.kind == "relaxed-spread") == (len(nodes) > 1) and (c.node is None or c.node in nodes):
                 fallback = i
     return fallback if fallback is not None else best_exact
@@ -916,6 +980,24 @@ def chunks(xs: Iterable[Any], k: int) -> Iterator[list[Any]]:
 
 # --------------------------------------------------------------------------- static driver
 
+#: share of the remaining time the greedy heuristic may take (after the market matching)
+GREEDY_SHARE = 0.05
+
+
+def matching_allocations(inst: Instance, seed: int = 0) -> list[Allocation] | None:
+    """Per-job allocations of ``matching.methods.matching`` (market prices + polish, replay-valid),
+    or None when it does not apply to the instance (other objectives or features) or fails."""
+    try:
+        from matching.methods import matching
+
+        r = matching(inst, seed=seed)
+    except Exception:  # noqa: BLE001 - an optional incumbent: any failure just means "none"
+        return None
+    if r.schedule is None or r.objective is None:
+        return None
+    return hint_allocations(inst, r.schedule)
+
+
 
 @dataclass(frozen=True)
 class BackendAnswer:
@@ -931,11 +1013,12 @@ class BackendAnswer:
 
 def solve_static(inst: Instance, method: str, backend: Any, *, time_limit: float | None, threads: int, seed: int,
                  hint: Schedule | None, warm: bool, solver: str, version: str, params: dict[str, Any],
-                 reduce: bool = True) -> Result:
+                 reduce: bool = True, primal: Any = None) -> Result:
     """The static pipeline shared by every model back end: enumerate candidates, build the packing
     model, get a heuristic incumbent (``warm``) and the hint, call ``backend(model, hint_cols,
     deadline)``, decode (repairing relaxed choices), keep the better of model and heuristic schedules,
-    and report the largest valid bound."""
+    and report the largest valid bound. ``primal``: an optional second back end used only for upper
+    bounds (its solutions, never its bounds) in the reduced-cost rounds, see :func:`_reduced_solve`."""
     from .heuristic import repair, static_greedy
 
     t0 = time.perf_counter()
@@ -961,12 +1044,23 @@ def solve_static(inst: Instance, method: str, backend: Any, *, time_limit: float
         if incumbent.objective is None:
             hint_allocs, incumbent = None, None
     if warm:
-        sub = Deadline(None if time_limit is None else max(0.05, 0.15 * dl.left()))
+        # market matching (matching.methods.matching): a replay-valid schedule within a few % of
+        # the optimum in ~50 ms, far better than the greedy; the greedy still runs (it also covers
+        # objectives and job features the matching does not take)
+        th = time.perf_counter()
+        m_allocs = matching_allocations(inst, seed)
+        if m_allocs is not None:
+            r = finish(inst, method, static_schedule(inst, m_allocs, method), None, t0, solver, version, params)
+            if r.objective is not None and (incumbent is None or r.objective < incumbent.objective):
+                incumbent, hint_allocs = r, m_allocs
+            params["matching_objective"] = r.objective
+        sub = Deadline(None if time_limit is None else max(0.05, GREEDY_SHARE * dl.left()))
         h = static_greedy(inst, model, seed=seed, deadline=sub)
         if h is not None:
             r = finish(inst, method, static_schedule(inst, h, method), None, t0, solver, version, params)
             if r.objective is not None and (incumbent is None or r.objective < incumbent.objective):
                 incumbent, hint_allocs = r, h
+        params["heuristic_s"] = round(time.perf_counter() - th, 3)
     params["heuristic_objective"] = None if incumbent is None else incumbent.objective
     expanded = 0
     if reduce and not model.makespan and len(model.cols) > REDUCE_MIN and cset.relaxed and cset.complete:
@@ -995,7 +1089,7 @@ def solve_static(inst: Instance, method: str, backend: Any, *, time_limit: float
         if hint_allocs is not None:
             hint_cols = [match_candidate(model, j, a) for j, a in enumerate(hint_allocs)]
         if reduce and not model.makespan and len(model.cols) > REDUCE_MIN:
-            ans, rinfo = _reduced_solve(model, backend, hint_cols, dl)
+            ans, rinfo = _reduced_solve(model, backend, hint_cols, dl, primal=primal)
             params.update(rinfo)
         else:
             ans = backend(model, hint_cols, dl)
@@ -1029,7 +1123,9 @@ def solve_static(inst: Instance, method: str, backend: Any, *, time_limit: float
         # (the model stays a relaxation) and solve again, while enough time is left
         if time_limit is not None and dl.left() < 0.25 * time_limit:
             break
-        cset2, done = expand_families(inst, cset, [c for c in cols if not c.exact])
+        t_x = time.perf_counter()
+        cset2, done = expand_families(inst, cset, [c for c in cols if not c.exact],
+                                      split=time_limit is None or dl.left() >= 0.5 * time_limit)
         if not done:
             break
         expanded += done
@@ -1037,6 +1133,7 @@ def solve_static(inst: Instance, method: str, backend: Any, *, time_limit: float
         model = build_packing(inst, cset)
         params.update(candidates=len(model.cols), relaxed_candidates=sum(not c.exact for c in model.cols),
                       complete=cset.complete)
+        params.setdefault("expand_log", []).append((done, len(model.cols), round(time.perf_counter() - t_x, 3)))
     params["expanded"] = expanded
     if best is None or best.schedule is None:
         return finish(inst, method, None, bound, t0, solver, version, params,
@@ -1157,12 +1254,21 @@ def lp_reduced_costs(model: PackingModel, dl: Deadline, per_job: int = 8, max_ro
 REDUCE_MIN = 1500
 
 
+#: share of the remaining time the primal back end may take for its first upper bound
+PRIMAL_SHARE = 0.25
+
+
 def _reduced_solve(model: PackingModel, backend: Any, hint_cols: Sequence[int | None] | None,
-                   dl: Deadline) -> tuple[BackendAnswer, dict[str, Any]]:
+                   dl: Deadline, primal: Any = None) -> tuple[BackendAnswer, dict[str, Any]]:
     """Solve through LP reduced-cost filtering (exact): LP bound LB and reduced costs rc by column
     generation; an upper bound UB from the hint and from the back end on the columns with small rc;
     then the back end on the columns with rc ≤ UB − LB (every solution better than UB lies there).
-    The returned bound is max(LB, min(UB, bound of the filtered model)), valid for the full model."""
+    The returned bound is max(LB, min(UB, bound of the filtered model)), valid for the full model.
+
+    ``primal`` (optional, e.g. HiGHS under CP-SAT): a back end run first on the columns with
+    rc ≤ δ₀ for an upper bound only — its solution (decoded and priced on the full model) becomes
+    UB and the hint, its bound is ignored; a good UB shrinks the final column set rc ≤ UB − LB.
+    δ starts at min(δ₀, UB − LB), so with a good UB the first round is already the final one."""
     import numpy as np
 
     t = time.perf_counter()
@@ -1194,16 +1300,40 @@ def _reduced_solve(model: PackingModel, backend: Any, hint_cols: Sequence[int | 
     # min(restricted bound, LB + delta) is a valid bound; stop once UB <= LB + delta (proven), else
     # grow delta (at most to UB - LB, where the restricted model holds every improving solution).
     delta = max(1e-4 * abs(lb), tol)
+    if primal is not None and not (math.isfinite(ub) and ub - lb <= delta):
+        t_p = time.perf_counter()
+        left = dl.left()
+        keep = set(np.nonzero(rc <= delta + tol)[0].tolist())
+        if best_cols is not None:
+            keep.update(best_cols)
+        keep_l = sorted(keep)
+        pos = {old: k for k, old in enumerate(keep_l)}
+        pans = primal(restrict(model, keep_l), None if best_cols is None else [pos[i] for i in best_cols],
+                      dl if not math.isfinite(left) else Deadline(max(0.05, PRIMAL_SHARE * left)))
+        if pans.chosen is not None:
+            cols_p = [keep_l[i] for i in pans.chosen]
+            v = model.objective_of(cols_p)
+            if v < ub:
+                ub, best_cols = v, cols_p
+        info.update(primal_s=round(time.perf_counter() - t_p, 3), primal_ub=ub if math.isfinite(ub) else None)
+    if math.isfinite(ub):
+        delta = max(min(delta, ub - lb), tol)
+    info["ub_first"] = ub if math.isfinite(ub) else None
     bound = lb * (1 - 1e-9)
     proven = False
     ans = None
     rounds = 0
+    round_log: list[tuple] = []
+    info["round_log"] = round_log
     while True:
         rounds += 1
         final = math.isfinite(ub) and delta >= ub - lb
         left = dl.left()
         share = None if (final or not math.isfinite(left)) else 0.5 * left
+        t_r = time.perf_counter()
         ans, keep = sub_solve(rc <= delta + tol, share)
+        round_log.append((len(keep), round(time.perf_counter() - t_r, 3), ans.proven,
+                          None if ans.bound is None else round(ans.bound, 3)))
         if ans.chosen is not None:
             cols_r = [keep[i] for i in ans.chosen]
             v = model.objective_of(cols_r)

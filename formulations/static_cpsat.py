@@ -9,6 +9,10 @@ schedule or the heuristic incumbent. CPU/memory rows are scaled exactly to integ
 numbers allow (×1, ×2, ..., ×10^6); otherwise usage is rounded down and capacity up (a relaxation:
 the bound stays valid, and a decoded schedule is still checked by replay).
 
+Workers: one thread runs one worker with ``linearization_level = 2``; 2–7 threads name the
+full-problem workers explicitly, ``max_lp`` first (:data:`SMALL_PORTFOLIO`) — the default portfolio
+of so few workers has no full-LP worker and cannot close the set-packing gap.
+
 Deterministic preset: ``threads=1`` runs one CP-SAT worker with a fixed seed; the time limit is
 wall-clock, so a run that stops on the limit may differ between machines, but a run that finishes
 (proves optimality) returns the same schedule every time.
@@ -25,6 +29,9 @@ from jctlab.result import Result
 from .common import BackendAnswer, Deadline, PackingModel, Row, integer_costs, solve_static
 
 SOLVER = "cpsat"
+
+#: full-problem CP-SAT workers used with 2–7 threads (first ``threads`` of them)
+SMALL_PORTFOLIO = ("max_lp", "default_lp", "core", "quick_restart", "no_lp", "reduced_costs", "pseudo_costs")
 
 
 def _version() -> str:
@@ -74,6 +81,13 @@ def backend(threads: int, seed: int, params: dict[str, Any]):
         p = s.parameters
         p.num_workers = max(1, threads)
         p.random_seed = seed
+        # the set-packing proof lives in the LP: with few workers CP-SAT's default portfolio has no
+        # full-linearization worker (2 workers: default_lp only, whose root bound stalls ~0.4 % below
+        # the LP on 64/8/32), so ask for one (max_lp) first; from 8 workers the default has it
+        if threads <= 1:
+            p.linearization_level = 2
+        elif threads < 8:
+            p.subsolvers.extend(list(SMALL_PORTFOLIO[:threads]))
         p.log_search_progress = False
         left = dl.left()
         if math.isfinite(left):
@@ -98,10 +112,19 @@ def backend(threads: int, seed: int, params: dict[str, Any]):
 
 
 def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, seed: int = 0,
-          hint: Schedule | None = None, warm: bool = True, reduce: bool = True, **cpsat_params: Any) -> Result:
+          hint: Schedule | None = None, warm: bool = True, reduce: bool = True, primal: bool = True,
+          **cpsat_params: Any) -> Result:
     """Solve a static instance with CP-SAT (``cpsat_params`` are raw CP-SAT parameters; ``reduce``:
-    LP reduced-cost filtering of large models first, see :func:`formulations.common.solve_static`)."""
+    LP reduced-cost filtering of large models first, see :func:`formulations.common.solve_static`;
+    ``primal``: in that filtering, HiGHS first finds an upper bound on the smallest column set — only
+    its solution is used (as UB and hint), the optimality proof and every bound come from CP-SAT)."""
     params = {"backend": "cpsat", **cpsat_params}
+    prim = None
+    if primal:
+        from .static_milp import highs_backend
+
+        prim = highs_backend(threads, seed)
+        params["primal"] = "highs"
     return solve_static(inst, SOLVER, backend(threads, seed, cpsat_params), time_limit=time_limit, threads=threads,
                         seed=seed, hint=hint, warm=warm, solver=SOLVER, version=_version(), params=params,
-                        reduce=reduce)
+                        reduce=reduce, primal=prim)

@@ -4,14 +4,16 @@ Static and offline: a heuristic incumbent first (it becomes the hint of every me
 variable), then CP-SAT and the HiGHS MILP. With ``threads == 1`` they run one after the other
 (CP-SAT gets 60 % of the time limit, HiGHS the rest, and is skipped when CP-SAT already proved
 optimality; each later member is hinted with the best schedule so far); with ``threads >= 2`` they
-run at the same time in two processes, each with half the threads. Preemptive: the colleague's
+run at the same time in two processes, each with half the threads, and a member that proves optimality
+(or infeasibility) ends the other at once. The shared hint is the market matching
+(``matching.methods.matching``), else the greedy. Preemptive: the colleague's
 lower bound (status ``bound_only``).
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import multiprocessing as mp
+import queue
 import time
 from typing import Any
 
@@ -39,17 +41,34 @@ def _member_proc(name: str, inst_d: dict, time_limit: float | None, threads: int
     return to_payload(_member(name, inst, time_limit, threads, seed, hint, warm))
 
 
+def _member_queue(q: Any, name: str, inst_d: dict, time_limit: float | None, threads: int, seed: int,
+                  hint_d: dict | None, warm: bool) -> None:
+    """Process entry point of the parallel portfolio: puts (name, payload, error) on ``q``."""
+    try:
+        q.put((name, _member_proc(name, inst_d, time_limit, threads, seed, hint_d, warm), None))
+    except Exception as e:  # noqa: BLE001 - reported to the parent, which keeps the other members
+        q.put((name, None, repr(e)))
+
+
 def _heuristic(inst: Instance, seed: int, time_limit: float | None) -> Schedule | None:
-    from formulations.common import Deadline, build_packing, enumerate_candidates, static_schedule, timed_schedule
+    from formulations.common import (Deadline, build_packing, enumerate_candidates, matching_allocations,
+                                     static_schedule, timed_schedule)
     from formulations.heuristic import offline_greedy, static_greedy
 
     dl = Deadline(None if time_limit is None else 0.1 * time_limit)
     if inst.problem == "static":
+        # market matching (fast, within a few % of the optimum); the greedy when it does not apply
+        cands: list[Schedule] = []
+        m = matching_allocations(inst, seed)
+        if m is not None:
+            # the members run the greedy themselves (warm): the matching is enough as the shared hint
+            return static_schedule(inst, m, "heuristic")
         model = build_packing(inst, enumerate_candidates(inst, deadline=dl))
-        if any(not g for g in model.groups):
-            return None
-        a = static_greedy(inst, model, seed=seed, deadline=dl)
-        return None if a is None else static_schedule(inst, a, "heuristic")
+        if not any(not g for g in model.groups):
+            a = static_greedy(inst, model, seed=seed, deadline=dl)
+            if a is not None:
+                cands.append(static_schedule(inst, a, "heuristic"))
+        return cands[0] if cands else None
     if inst.problem == "offline":
         r = offline_greedy(inst, seed=seed, deadline=dl)
         return None if r is None else timed_schedule(inst, r[0], r[1], "heuristic")
@@ -77,17 +96,47 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
         tl = None if left == float("inf") else max(0.1, left - 0.3)
         per = max(1, threads // 2)
         ctx = mp.get_context("spawn")
-        with cf.ProcessPoolExecutor(max_workers=len(MEMBERS), mp_context=ctx) as ex:
-            futs = [ex.submit(_member_proc, m, inst.to_dict(), tl, per, seed,
-                              None if hint is None else hint.to_dict(), warm) for m in MEMBERS]
-            for f in futs:
+        q = ctx.Queue()
+        procs = [ctx.Process(target=_member_queue, args=(q, m, inst.to_dict(), tl, per, seed,
+                                                          None if hint is None else hint.to_dict(), warm),
+                             daemon=True) for m in MEMBERS]
+        for p in procs:
+            p.start()
+        pending = len(procs)
+        try:
+            while pending:
+                # members respect their limit; the margin covers process start-up and the hand-back
+                wait = None if tl is None else max(1.0, dl.left() + 5.0)
                 try:
-                    r = from_payload(inst, f.result())
-                except Exception as e:  # a member crashed: keep the others
-                    params.setdefault("member_errors", []).append(repr(e))
+                    name, payload, err = q.get(timeout=wait)
+                except queue.Empty:
+                    params.setdefault("member_errors", []).append("no answer before the limit")
+                    break
+                pending -= 1
+                if err is not None:  # a member crashed: keep the others
+                    params.setdefault("member_errors", []).append(f"{name}: {err}")
                     continue
-                if r is not None:
-                    results.append(r)
+                try:
+                    r = from_payload(inst, payload)
+                except Exception as e:  # noqa: BLE001
+                    params.setdefault("member_errors", []).append(f"{name}: {e!r}")
+                    continue
+                if r is None:
+                    continue
+                results.append(r)
+                if r.status in ("optimal", "infeasible"):
+                    params["stopped_early"] = r.solver  # the other member cannot improve on a proof
+                    break
+        finally:
+            for p in procs:  # only the member processes started above
+                if p.is_alive():
+                    p.terminate()
+            for p in procs:
+                p.join(timeout=2.0)
+                if p.is_alive():
+                    p.kill()
+                    p.join(timeout=1.0)
+            q.close()
     else:
         for k, m in enumerate(MEMBERS):
             left = dl.left()

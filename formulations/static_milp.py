@@ -14,6 +14,7 @@ import math
 import os
 import re
 import tempfile
+import time
 from typing import Any, Sequence
 
 from jctlab.model import Instance, Schedule
@@ -37,6 +38,22 @@ def _cbc_version() -> str:
     import pulp
 
     return f"pulp {pulp.__version__} cbc"
+
+
+def _interrupt_at(h, wall_deadline: float) -> None:
+    """Stop HiGHS at a wall-clock deadline: its own ``time_limit`` is only checked between phases,
+    so on large models it can overrun by tens of seconds; the interrupt callbacks are checked
+    inside simplex, IPM and branch-and-bound."""
+    import highspy
+
+    def stop(_type, _message, _out, data_in, _user) -> None:
+        if time.monotonic() > wall_deadline:
+            data_in.user_interrupt = True
+
+    h.setCallback(stop, None)
+    kinds = highspy.cb.HighsCallbackType
+    for k in (kinds.kCallbackMipInterrupt, kinds.kCallbackSimplexInterrupt, kinds.kCallbackIpmInterrupt):
+        h.startCallback(k)
 
 
 def highs_backend(threads: int, seed: int):
@@ -100,6 +117,8 @@ def highs_backend(threads: int, seed: int):
             sol.col_value = x
             sol.value_valid = True
             h.setSolution(sol)
+        if math.isfinite(left):
+            _interrupt_at(h, time.monotonic() + max(0.01, left - 0.05))
         h.run()
         st = h.getModelStatus()
         info_h = h.getInfo()

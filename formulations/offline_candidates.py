@@ -295,6 +295,20 @@ def node_complete_options(inst: Instance, limit: int = 20000) -> list[list[Optio
     return out
 
 
+def hybrid_options(mixed: list[list[Option]], classes: list[list[Option]], exact: set[int]) -> list[list[Option]]:
+    """Jobs in ``exact`` keep their node-exact options (:func:`node_complete_options`: every
+    single-node GPU set, spread relaxed); the others their relaxed classes (:func:`class_options`).
+
+    Still a relaxation of the offline class: map every job of an offline schedule onto its own
+    single-node allocation (``exact`` jobs), or onto its class with a duration and a demand that
+    are no larger (other jobs; spread ones always); per-GPU no-overlap only involves concrete
+    options, per-node and cluster counts hold for every option. So the optimum of the rounded model
+    (and CP-SAT's proven bound on it) bounds the offline optimum; it is at least the class-model
+    optimum (every exact option maps onto its class) and tightens where variability matters.
+    """
+    return [m if j in exact else c for j, (m, c) in enumerate(zip(mixed, classes))]
+
+
 def spread_node_caps(inst: Instance, job: Job, n: int) -> dict[str, int]:
     """Per node, the most GPUs a spread allocation of ``n`` GPUs can take there (hostable, ≤ n − 1)."""
     out = {}
@@ -711,3 +725,153 @@ def job_infeasible(inst: Instance, opts: list[list[Option]], complete: bool) -> 
         if complete and not opts[j]:
             return j
     return None
+
+
+# ----------------------------------------------------------------------------- list scheduling + local search
+
+
+class SGS:
+    """Fast serial list scheduling over concrete options (incumbents only; never a bound).
+
+    A job is placed, in priority order, at max(arrival, previous start, latest free time of its GPUs)
+    on its fixed option or, for a job without one, on the option with the earliest completion (ties:
+    shorter). Every schedule with a given allocation is dominated by this scheme applied to its start
+    order (each GPU is free no later than in that schedule, by induction), so searching over orders and
+    allocations can reach an optimum of the exact model. Only used where durations do not depend on
+    other jobs and CPU/memory never binds (:meth:`applicable`); results are re-timed and replayed by
+    the simulator before they are used (objective = replayed).
+    """
+
+    def __init__(self, inst: Instance, opts: list[list[Option]]):
+        import numpy as np
+
+        self.np = np
+        self.inst = inst
+        gid = {g.id: i for i, g in enumerate(inst.cluster.gpus)}
+        self.arr = np.array([j.arrival for j in inst.jobs])
+        self.w = np.array(weights(inst))
+        self.opts, self.mask, self.dur = [], [], []
+        for ol in opts:
+            conc = [o for o in ol if o.alloc is not None]
+            m = np.zeros((len(conc), len(gid)), dtype=bool)
+            for k, o in enumerate(conc):
+                m[k, [gid[g] for g in o.alloc.gpus]] = True
+            self.opts.append(conc)
+            self.mask.append(m)
+            self.dur.append(np.array([o.dur for o in conc]))
+        self.ng = len(gid)
+
+    @staticmethod
+    def applicable(inst: Instance, opts: list[list[Option]], resources: set) -> bool:
+        return (not inst.cluster.has_interference and all(any(o.alloc is not None for o in ol) for ol in opts)
+                and not any(r[0] in ("cpu", "mem") for r in resources))
+
+    def run(self, order, fixed=None):
+        """(objective, choice per job, start per job) of the list schedule; fixed: job → option index."""
+        np = self.np
+        free = np.zeros(self.ng)
+        last = -np.inf
+        comp = np.empty(len(order))
+        choice = [0] * len(order)
+        start = np.empty(len(order))
+        for j in order:
+            m = self.mask[j]
+            if fixed is not None and fixed.get(j) is not None:
+                k = fixed[j]
+                s = max(self.arr[j], last, free[m[k]].max())
+            else:
+                st = np.maximum(np.maximum(self.arr[j], last), np.where(m, free, -np.inf).max(axis=1))
+                c = st + self.dur[j]
+                k = int(np.lexsort((self.dur[j], c))[0])
+                s = st[k]
+            last = s
+            e = s + self.dur[j][k]
+            free[m[k]] = e
+            comp[j] = e
+            choice[j] = k
+            start[j] = s
+        if self.inst.objective == "makespan":
+            obj = comp.max() - self.arr.min()
+        else:
+            obj = float(((comp - self.arr) * self.w).sum() / self.w.sum())
+        return obj, choice, start
+
+    def allocs(self, choice) -> dict:
+        return {j: self.opts[j][k].alloc for j, k in enumerate(choice)}
+
+
+def local_search(inst: Instance, opts: list[list[Option]], seeds: list, deadline: float | None, rng_seed: int = 0,
+                 max_iters: int | None = None):
+    """Improve priority orders by list scheduling (:class:`SGS`) until ``deadline`` (perf_counter).
+
+    ``max_iters`` bounds the moves (deterministic when ``deadline`` is None).
+    ``seeds``: start orders (lists of job indices) and/or (order, allocation dict) pairs. Moves: swap
+    two jobs, move one job elsewhere; per state, both earliest-completion choice and the fixed
+    allocations of the best state are tried. Returns (objective, order, allocations) of the best
+    list schedule (SGS objective; the caller re-times and replays it), or None.
+    """
+    import random
+    import time as _t
+
+    sg = SGS(inst, opts)
+    rnd = random.Random(rng_seed)
+    n = len(inst.jobs)
+    best = None
+
+    def consider(obj, order, choice):
+        nonlocal best
+        if best is None or obj < best[0] - 1e-9:
+            best = (obj, list(order), list(choice))
+            return True
+        return False
+
+    for sd in seeds:
+        if isinstance(sd, tuple):
+            order, alloc = sd
+            idx = {}
+            for j, a in alloc.items():
+                idx[j] = next((k for k, o in enumerate(sg.opts[j]) if o.alloc == a), None)
+            o1, c1, s1 = sg.run(order, idx)
+            consider(o1, sorted(range(n), key=lambda j: (s1[j], j)), c1)
+        else:
+            order = sd
+        o2, c2, s2 = sg.run(order)
+        consider(o2, sorted(range(n), key=lambda j: (s2[j], j)), c2)
+    if best is None:
+        return None
+    cur = best
+    stall = 0
+    it = 0
+    while (deadline is None or _t.perf_counter() < deadline) and (max_iters is None or it < max_iters):
+        it += 1
+        order = list(cur[1])
+        i, k = rnd.randrange(n), rnd.randrange(n)
+        if i == k:
+            continue
+        if rnd.random() < 0.5:
+            order[i], order[k] = order[k], order[i]
+        else:
+            order.insert(k, order.pop(i))
+        fixed = {j: c for j, c in enumerate(cur[2])}
+        if rnd.random() < 0.5:
+            # re-choose the moved jobs (earliest completion), keep the others' allocations
+            for j in (cur[1][i], cur[1][k]):
+                fixed[j] = None
+        else:
+            fixed = None
+        obj, ch, st = sg.run(order, fixed)
+        if obj < cur[0] - 1e-9:
+            cur = (obj, sorted(range(n), key=lambda j: (st[j], j)), ch)
+            consider(*cur)
+            stall = 0
+        else:
+            stall += 1
+            if stall > 40 * n:        # restart from a perturbed best
+                order = list(best[1])
+                for _ in range(3):
+                    a, b = rnd.randrange(n), rnd.randrange(n)
+                    order[a], order[b] = order[b], order[a]
+                o, c, s = sg.run(order)
+                cur = (o, sorted(range(n), key=lambda j: (s[j], j)), c)
+                stall = 0
+    return best[0], best[1], sg.allocs(best[2])

@@ -6,6 +6,9 @@ Two models over the option structure of :mod:`formulations.offline_candidates`:
   the job's start; no-overlap per GPU; redundant GPU-count cumulatives per node and for the
   cluster; CPU/memory cumulatives per node where an option can hold more than the fair share.
   When the option enumeration is complete its bound is a bound of the offline class.
+* **hybrid models** (lazy variability, :func:`offline_candidates.hybrid_options`): some jobs with
+  every single-node GPU set (exact durations), the others with their relaxed classes; a relaxation
+  too (proof in that function), tighter where the class model gives jobs GPUs they cannot all get.
 * **relaxed model** (classes "n GPUs on node v" / "n GPUs spread"): durations are lower bounds over
   every allocation of the class (best GPUs under variability, best cpu_mem level, smallest PS
   overhead, no locality penalty on one node); per-node and cluster GPU-count cumulatives. Every
@@ -37,6 +40,7 @@ from jctlab.errors import InputError
 from jctlab.model import Instance, Schedule
 from jctlab.replay import replay
 from jctlab.result import Result
+from jctlab.speed import duration
 
 from . import offline_candidates as oc
 
@@ -277,6 +281,15 @@ def finish(inst: Instance, best, lb: float, t0: float, solver: str, version: str
     return Result(sched, obj, lb, status, runtime, solver, version, params)
 
 
+def _open(obj: float, lb: float) -> bool:
+    """Gap not closed (no incumbent counts as open)."""
+    return not math.isfinite(obj) or obj - lb > OPT_RTOL * abs(obj)
+
+
+def _obj(best) -> float:
+    return best[1].objective if best[1] is not None else math.inf
+
+
 def better(a, b):
     if b[0] is None or (b[1] is not None and not b[1].valid):
         return a
@@ -285,10 +298,99 @@ def better(a, b):
     return a
 
 
+LS_ITERS = 4000   # local-search moves per call when there is no time limit (deterministic)
+
+
+def improve(inst: Instance, opts, best, left, share: float, time_limit, seed: int, extra: list | None = None):
+    """Local search (:func:`offline_candidates.local_search`) from the incumbent's start order and
+    allocations and from the arrival order, ``share`` of the time limit (``LS_ITERS`` moves without
+    one); the result is re-timed by the simulator and replayed (objective = replayed)."""
+    n = len(inst.jobs)
+    seeds: list = [sorted(range(n), key=lambda j: (inst.jobs[j].arrival, j))]
+    if best[0] is not None:
+        segs = {inst.index[sg.job]: sg for sg in best[0].segments}
+        if len(segs) == n:
+            order = sorted(range(n), key=lambda j: (segs[j].start, j))
+            seeds.insert(0, (order, {j: sg.alloc for j, sg in segs.items()}))
+            seeds.insert(1, order)
+    seeds += extra or []
+    deadline = None if time_limit is None else time.perf_counter() + min(left(), share * time_limit)
+    r = oc.local_search(inst, opts, seeds, deadline, rng_seed=seed,
+                        max_iters=LS_ITERS if time_limit is None else None)
+    if r is None:
+        return (None, None)
+    _, order, allocs = r
+    return oc.best_retime(inst, order, lambda: oc.fixed_chooser(allocs), SOLVER)
+
+
+def lns(inst: Instance, opts, best, res: set, deadline: float | None, threads: int, seed: int, window: int = 8,
+        rounds: int = 20):
+    """Large-neighbourhood search in the exact option model (incumbents only, never a bound).
+
+    Jobs outside a window of ``window`` consecutive jobs (incumbent start order) keep the incumbent's
+    option (one option each), window jobs get all theirs; CP-SAT re-solves that restricted model
+    (hinted with the incumbent, ≤ 3 s) and its solution is decoded, re-timed and replayed."""
+    import random
+
+    rnd = random.Random(seed)
+    n = len(inst.jobs)
+    for _ in range(rounds):
+        if deadline is not None and time.perf_counter() > deadline - 0.2:
+            break
+        hint = hint_assignment(inst, opts, best[0])
+        if hint is None or len(hint) < n or any(k is None for k, _ in hint.values()):
+            break
+        order = sorted(range(n), key=lambda j: (hint[j][1], j))
+        w = min(window, n)
+        i0 = rnd.randrange(n - w + 1)
+        free = set(order[i0:i0 + w])
+        sub = [opts[j] if j in free else [opts[j][hint[j][0]]] for j in range(n)]
+        sub_hint = {j: ((k if j in free else 0), st) for j, (k, st) in hint.items()}
+        tl = 3.0 if deadline is None else max(0.05, min(3.0, deadline - time.perf_counter()))
+        sol = build_and_solve(inst, sub, res, time_limit=tl, threads=threads, seed=seed, hint=sub_hint)
+        if sol["choice"] is not None:
+            best = better(best, decode(inst, sub, sol, SOLVER))
+    return best
+
+
+def _cheaters(inst: Instance, opts, sol) -> set[int]:
+    """Jobs on a relaxed class option in ``sol`` whose fastest concrete realisation in the decoded
+    schedule is slower than the class duration (heuristic choice of jobs to make exact)."""
+    sched, rep = decode(inst, opts, sol, SOLVER)
+    out = set()
+    if sched is None:
+        return {j for j, k in enumerate(sol["choice"]) if opts[j][k].alloc is None}
+    for seg in sched.segments:
+        j = inst.index[seg.job]
+        o = opts[j][sol["choice"][j]]
+        if o.alloc is None and duration(inst.jobs[j], seg.alloc, inst.cluster) > o.dur * (1 + 1e-9) + 1e-9:
+            out.add(j)
+    return out
+
+
+def _phase(params: dict, name: str, sol: dict, lb: float, best, t0: float) -> None:
+    """Diagnostics: per phase, CP-SAT status, bound so far, best replayed objective so far, elapsed."""
+    params.setdefault("phases", []).append(
+        {"phase": name, "status": sol["status"], "bound": lb,
+         "objective": best[1].objective if best[1] is not None else None, "t": time.perf_counter() - t0})
+
+
 def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, seed: int = 0,
           hint: Schedule | None = None, relaxed_share: float = 0.5,
-          node_complete: bool = True, warm: bool = True) -> Result:
-    """Offline oracle by CP-SAT. See the module docstring for the models and what ``status`` means."""
+          node_complete: bool = True, warm: bool = True, ls_share: float = 0.05,
+          hybrid_rounds: int = 12, hybrid_share: float = 0.3, hybrid_add: int = 300,
+          lns_share: float = 0.15, hybrid_stop: float = 0.4) -> Result:
+    """Offline oracle by CP-SAT. See the module docstring for the models and what ``status`` means.
+
+    Large instances, in order: greedy; list-scheduling local search (``ls_share`` of the limit);
+    class model (``relaxed_share`` of what is left); lazy-variability hybrid rounds (at most
+    ``hybrid_rounds``, each ``hybrid_share`` of what is left, none started after ``hybrid_stop`` of
+    the limit, ≤ ``hybrid_add`` new options a round); local search again; LNS in the exact option
+    model (``lns_share`` of what is left); node-exact model for the rest. The bound is the max of
+    the proven bounds of the class, hybrid and node-exact models, the preemptive LP and the per-job
+    bound (all relaxations); incumbents are re-timed and replayed. ``Result.params["phases"]``
+    lists per phase the CP-SAT status, bound, best objective and elapsed time.
+    """
     from ortools import __version__ as ver
 
     t0 = time.perf_counter()
@@ -328,6 +430,13 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         lb = max(lb, preemptive_bound.lower_bound(inst, time_limit=left(), threads=threads))
     except Exception:  # the LP is an extra; the trivial bound stays valid
         pass
+    mixed_opts = oc.node_complete_options(inst) if node_complete else None
+    res_all = {r for r in cap_res if r[0] in ("g", "n", "all", "set")} | (
+        oc.binding_resources(inst, mixed_opts) if mixed_opts is not None else set())
+    use_ls = ls_share > 0 and mixed_opts is not None and oc.SGS.applicable(inst, mixed_opts, res_all)
+    if use_ls:
+        best = better(best, improve(inst, mixed_opts, best, left, ls_share, time_limit, seed))
+        _phase(params, "local-search", {"status": "-"}, lb, best, t0)
     classes = oc.class_options(inst)
     t_rel = None if time_limit is None else left() * relaxed_share
     sol = build_and_solve(inst, classes, {r for r in cap_res if r[0] in ("n", "all", "set")}, time_limit=t_rel,
@@ -336,21 +445,70 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     if sol["choice"] is not None:
         best = better(best, decode(inst, classes, sol, SOLVER))
     params["model"] = "relaxed"
+    _phase(params, "relaxed", sol, lb, best, t0)
     obj = best[1].objective if best[1] is not None else math.inf
-    mixed = oc.node_complete_options(inst) if node_complete and obj - lb > OPT_RTOL * obj else None
+    if mixed_opts is not None and hybrid_rounds and sol["status"] == "OPTIMAL":
+        # lazy variability: jobs whose relaxed class duration the decoded solution does not reach get
+        # every single-node GPU set (hybrid model), re-solved while the model is solved to optimality
+        cnt = [sum(o.alloc is not None for o in ol) for ol in mixed_opts]
+        exact = {j for j in range(len(cnt)) if cnt[j] <= len(inst.cluster.nodes) + 1}
+        cur_opts, cur_sol = classes, sol
+        for rnd in range(hybrid_rounds):
+            if not _open(obj, lb) or (left() is not None and left() < 0.5):
+                break
+            cheat = _cheaters(inst, cur_opts, cur_sol) - exact
+            if not cheat:
+                break
+            added = 0
+            for j in sorted(cheat, key=lambda j: (cnt[j], j)):     # smallest first, ≤ hybrid_add options a round
+                if added and added + cnt[j] > hybrid_add:
+                    break
+                exact.add(j)
+                added += cnt[j]
+            hyb = oc.hybrid_options(mixed_opts, classes, exact)
+            t_h = None if time_limit is None else min(left() * hybrid_share,
+                                                      hybrid_stop * time_limit - (time.perf_counter() - t0))
+            if t_h is not None and t_h < 0.5:
+                break
+            sol = build_and_solve(inst, hyb, res_all, time_limit=t_h, threads=threads, seed=seed,
+                                  hint=hint_assignment(inst, hyb, best[0]))
+            lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
+            if sol["choice"] is not None:
+                best = better(best, decode(inst, hyb, sol, SOLVER))
+                if use_ls:
+                    order = sorted(range(len(cnt)), key=lambda j: (sol["start"][j], j))
+                    al = {j: hyb[j][k].alloc for j, k in enumerate(sol["choice"]) if hyb[j][k].alloc is not None}
+                    best = better(best, improve(inst, mixed_opts, best, left, ls_share / 2, time_limit, seed + 2,
+                                                extra=[(order, al), order]))
+            obj = _obj(best)
+            params["model"] = "relaxed+hybrid"
+            _phase(params, f"hybrid{rnd}({len(exact)} exact)", sol, lb, best, t0)
+            if sol["status"] != "OPTIMAL" or sol["choice"] is None:
+                break
+            cur_opts, cur_sol = hyb, sol
+    if use_ls and _open(obj, lb):
+        best = better(best, improve(inst, mixed_opts, best, left, ls_share, time_limit, seed + 1))
+        _phase(params, "local-search", {"status": "-"}, lb, best, t0)
+        obj = _obj(best)
+    if use_ls and lns_share > 0 and _open(obj, lb) and (left() is None or left() > 1):
+        best = lns(inst, mixed_opts, best, res_all, None if time_limit is None else time.perf_counter() + left() * lns_share,
+                   threads, seed)
+        obj = _obj(best)
+        _phase(params, "lns", {"status": "-"}, lb, best, t0)
+    mixed = mixed_opts if node_complete and _open(obj, lb) else None
     if mixed is not None and (left() is None or left() > 0.05):
         # ... then every single-node allocation exactly, spread ones relaxed: still a valid bound,
         # and exact (variability included) for schedules without spread jobs
-        res = {r for r in cap_res if r[0] in ("g", "n", "all", "set")} | oc.binding_resources(inst, mixed)
-        sol = build_and_solve(inst, mixed, res, time_limit=left(), threads=threads, seed=seed,
+        sol = build_and_solve(inst, mixed, res_all, time_limit=left(), threads=threads, seed=seed,
                               hint=hint_assignment(inst, mixed, best[0]), hint_patterns=hint_patterns(inst, best[0]))
         lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
         if sol["choice"] is not None:
             best = better(best, decode(inst, mixed, sol, SOLVER))
         params["model"] = "relaxed+node-exact"
+        _phase(params, "node-exact", sol, lb, best, t0)
         return finish(inst, best, lb, t0, SOLVER, ver, params)
     # ... otherwise the exact model over a restricted concrete space for a better incumbent
-    if obj - lb > OPT_RTOL * obj and all(concrete) and (left() is None or left() > 0.05):
+    if _open(obj, lb) and all(concrete) and (left() is None or left() > 0.05):
         res = {r for r in cap_res if r[0] in ("g", "n", "all")} | oc.binding_resources(inst, concrete)
         sol2 = build_and_solve(inst, concrete, res, time_limit=left(), threads=threads, seed=seed,
                                hint=hint_assignment(inst, concrete, best[0]))

@@ -297,3 +297,33 @@ def test_spread_supports_tighten_the_class_bound(supports):
     ref = offline_cpsat.solve(inst, threads=1, seed=0)
     check_valid(inst, ref)
     assert lb <= ref.objective * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("seed", (0, 9))
+def test_hybrid_models_bound_below_optimum(seed):
+    """Lazy variability: any set of jobs made node-exact keeps the model a relaxation."""
+    inst = tiny(seed, gpus=4, nodes=2, jobs=4, max_size=2, variability=0.08, locality_penalty=1.3)
+    opt = brute.solve(inst).objective
+    mixed, classes = oc.node_complete_options(inst), oc.class_options(inst)
+    res = {r for r in oc.capacities(inst) if r[0] in ("g", "n", "all")} | oc.binding_resources(inst, mixed)
+    for exact in ({1, 3}, set(range(len(inst.jobs)))):
+        opts = oc.hybrid_options(mixed, classes, exact)
+        sol = offline_cpsat.build_and_solve(inst, opts, res, time_limit=None, threads=1, seed=0)
+        assert sol["status"] == "OPTIMAL"
+        assert offline_cpsat.bound_from_units(inst, sol["bound_units"], sol["unit"]) <= opt * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("seed", (0, 9))
+def test_local_search_and_lns_incumbents_are_replayed(seed):
+    inst = tiny(seed, gpus=4, nodes=2, jobs=4, max_size=2, variability=0.08, locality_penalty=1.3,
+                cpu_mem=False, ps=False)
+    opt = brute.solve(inst).objective
+    mixed = oc.node_complete_options(inst)
+    res = {r for r in oc.capacities(inst) if r[0] in ("g", "n", "all")}
+    assert oc.SGS.applicable(inst, mixed, res)
+    out = oc.local_search(inst, mixed, [list(range(len(inst.jobs)))], None, max_iters=300)
+    assert out is not None
+    sched, rep = oc.best_retime(inst, out[1], lambda: oc.fixed_chooser(out[2]), "x")
+    assert rep.valid and rep.objective >= opt * (1 - 1e-9)
+    best = offline_cpsat.lns(inst, mixed, (sched, rep), res, None, 1, 0, window=3, rounds=3)
+    assert best[1].valid and opt * (1 - 1e-9) <= best[1].objective <= rep.objective + 1e-9

@@ -81,7 +81,6 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
     u = unit or _unit(inst, opts)
     cap = oc.capacities(inst)
     m = cp_model.CpModel()
-    n = len(inst.jobs)
     node_res = [r for r in resources if r[0] == "n"]
     sets = [r[1] for r in resources if r[0] == "set"] if set_cumulatives else []
     counts: dict = {}          # (j, k) → {node: IntVar}

@@ -25,7 +25,6 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import re
 import tempfile
 import time
 
@@ -36,7 +35,8 @@ from jctlab.replay import replay
 from jctlab.result import Result
 
 from . import offline_candidates as oc
-from .offline_cpsat import better, check_offline, finish, hint_assignment
+from .common import cbc_log_bound
+from .offline_cpsat import better, check_offline, finish
 
 BOUND_SAFETY = 1e-7
 SUBSET_BUDGET = 4000
@@ -130,17 +130,6 @@ def _to_obj(inst: Instance, v: float) -> float:
     return (v - sum(wi * j.arrival for wi, j in zip(w, jobs))) / sum(w)
 
 
-def _cbc_bound(log: str) -> float | None:
-    vals = []
-    for pat in (r"Lower bound:\s*([-+0-9.eE]+)", r"best possible\s*([-+0-9.eE]+)"):
-        for m in re.finditer(pat, log):
-            try:
-                vals.append(float(m.group(1)))
-            except ValueError:
-                pass
-    return vals[-1] if vals else None
-
-
 def run_solver(prob, backend: str, time_limit, threads: int, seed: int):
     """Solve; returns (has_solution, proven_optimal, bound in model objective units or None)."""
     if backend == "highs":
@@ -174,7 +163,7 @@ def run_solver(prob, backend: str, time_limit, threads: int, seed: int):
         os.unlink(log)
     has = prob.sol_status in (1, 2)
     opt = prob.sol_status == 1 and prob.status == 1 and "Optimal solution found" in text
-    bound = _cbc_bound(text)
+    bound = cbc_log_bound(text)
     if opt and has:
         bound = pulp.value(prob.objective)  # proven at zero gap (ratioGap = allowableGap = 0)
     return has, opt, bound, prob.status == -1

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import tempfile
 import time
-from typing import Any, Sequence
+from typing import Sequence
 
 from jctlab.model import Instance, Schedule
 from jctlab.result import Result
 
-from .common import BackendAnswer, Deadline, PackingModel, solve_static
+from .common import BackendAnswer, Deadline, PackingModel, cbc_log_bound, solve_static
 
 BOUND_SAFETY = 1e-9
 
@@ -194,18 +193,9 @@ def cbc_backend(threads: int, seed: int):
 
 
 def _cbc_bound(log: str) -> float | None:
-    """The best bound CBC reports (``Lower bound:`` / ``best possible``) or None."""
-    vals = []
-    for pat in (r"Lower bound:\s*([-+0-9.eE]+)", r"best possible\s*([-+0-9.eE]+)"):
-        for m in re.finditer(pat, log):
-            try:
-                vals.append(float(m.group(1)))
-            except ValueError:
-                pass
-    if not vals:
-        return None
-    b = vals[-1]
-    return b - BOUND_SAFETY * abs(b) - 1e-9
+    """CBC's bound from its log, less the safety margin of the packing model."""
+    b = cbc_log_bound(log)
+    return None if b is None else b - BOUND_SAFETY * abs(b) - 1e-9
 
 
 def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, seed: int = 0,

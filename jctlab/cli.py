@@ -10,7 +10,6 @@ import argparse
 import inspect
 import json
 import sys
-from pathlib import Path
 from typing import Any, Sequence
 
 from . import __version__, registry

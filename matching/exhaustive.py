@@ -19,7 +19,6 @@ variability, PS or cpu_mem) and the schedule is reported ``feasible``.
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Sequence
 

@@ -7,7 +7,6 @@ fairness = 0 is plain mean JCT.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 

@@ -11,7 +11,6 @@ on the true gap) or ``best`` (best schedule found; no guarantee).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path

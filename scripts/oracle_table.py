@@ -23,7 +23,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--methods", default="cpsat,milp,milp-cbc")
     a = ap.parse_args()
-    print(f"| GPUs/nodes/jobs | method | proven optimal | mean certified gap | mean time (s) |")
+    print("| GPUs/nodes/jobs | method | proven optimal | mean certified gap | mean time (s) |")
     print("|---|---|---|---|---|")
     for size in a.sizes.split(","):
         g, n, j = map(int, size.split("x"))

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -91,7 +90,7 @@ def part_sampled(a, ws, out):
             agg.setdefault(name, {})[w] = m
             print(f"| {w} | {name} | {m['mean_jct']:,.0f} | {lo:,.0f}..{hi:,.0f} | {m['utilization']:.3f} | {m['makespan']:,.0f} |")
     base = "Default-Packed-NS"
-    print(f"\n| policy | JCT improvement vs paper's Packed-Sticky (geomean) | utilization gain | makespan improvement | per-seed JCT improvement range |")
+    print("\n| policy | JCT improvement vs paper's Packed-Sticky (geomean) | utilization gain | makespan improvement | per-seed JCT improvement range |")
     print("|---|---|---|---|---|")
     summ = {}
     for name in ARTIFACT_POLICIES:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from baselines.pal import ARTIFACT_MEAN_JCT, run, score
+from baselines.pal import ARTIFACT_MEAN_JCT, run
 from baselines.placement import PAL, Bins, Packed, PMFirst
 from jctlab.loaders import default_data_dir
 from jctlab.model import Instance

@@ -187,6 +187,13 @@ def type_market(D: np.ndarray, C: np.ndarray, cap: np.ndarray, max_steps: int = 
     base_step = 1e-4 * (float(np.median(per_gpu)) if per_gpu.size else 1.0)
     capf = np.asarray(cap, dtype=float) + 1e-9
     inf = np.full(Df.shape, np.inf)
+    if T <= 12:
+        # a proof of infeasibility: some set S of types that the jobs' least S-using options overfill
+        for mask in range(1, 1 << T):
+            s_ = np.array([(mask >> t) & 1 for t in range(T)], dtype=float)
+            least = np.where(fin, Cf @ s_, np.inf).min(axis=1).sum()
+            if least > float(capf @ s_):
+                raise ValueError("no placement of every job fits the free GPUs")
     while True:
         red = Df + Cf @ lam                                     # demand at λ (ties: lowest index)
         choice = red.argmin(axis=1)
@@ -200,6 +207,10 @@ def type_market(D: np.ndarray, C: np.ndarray, cap: np.ndarray, max_steps: int = 
             raise RuntimeError("type market did not clear")
         of = over.astype(float)
         uO = Cf @ of                                            # (J, O) use of over-demanded types
+        least = np.where(fin, uO, np.inf).min(axis=1).sum()
+        if least > float(capf @ of):
+            # every job already needs at least this many GPUs of the over-demanded types: a proof
+            raise ValueError("no placement of every job fits the free GPUs")
         cur_u = (cc @ of)[:, None]
         less = (uO < cur_u) & fin
         # θ: the raise at which some job becomes indifferent to an option using fewer O-GPUs
@@ -210,3 +221,5 @@ def type_market(D: np.ndarray, C: np.ndarray, cap: np.ndarray, max_steps: int = 
         # at least a small geometric step: demand need not be monotone (options mix types), and a
         # job can flip between two options forever on exact breakpoints
         lam[over] += max(th * (1 + 1e-9), rel_step * float(np.max(lam[over])), base_step)
+        if not np.all(np.isfinite(lam)):
+            raise RuntimeError("type market did not clear (prices diverged)")

@@ -142,6 +142,9 @@ def matching(inst: Instance, *, time_limit: float | None = None, threads: int = 
     except ValueError as e:
         return Result(None, None, None, "infeasible", time.perf_counter() - t0, "matching/market", VERSION,
                       {"error": str(e)})
+    except RuntimeError as e:  # prices diverged: no placement found, and no proof either way
+        return Result(None, None, None, "error", time.perf_counter() - t0, "matching/market", VERSION,
+                      {"error": str(e)})
     ref = None
     if fairness > 0:
         from .search import reference

@@ -145,6 +145,9 @@ def sampling(inst, *, time_limit: float | None = None, threads: int = 1, seed: i
     except ValueError as e:
         return Result(None, None, None, "infeasible", time.perf_counter() - t0, "samplers/sampling", VERSION,
                       {"error": str(e)})
+    except RuntimeError as e:  # prices diverged: no placement found, and no proof either way
+        return Result(None, None, None, "error", time.perf_counter() - t0, "samplers/sampling", VERSION,
+                      {"error": str(e)})
     ref = reference(menu) if fairness > 0 else None
     deadline = None if time_limit is None else t0 + time_limit
     fast = inner == "batch" and fairness <= 0

@@ -291,3 +291,24 @@ def test_cached_menus_equal_uncached_durations():
                     assert alloc is not None
                     assert m.D[a, o] == inst.jobs[j].iterations * base_iteration_time(inst.jobs[j], alloc, inst.cluster)
         assert np.array_equal(cold.C, warm.C) and np.array_equal(cold.D, warm.D) and np.array_equal(cold.L, warm.L)
+
+
+def test_infeasible_only_with_a_proof():
+    """matching/sampling say `infeasible` only on instances brute force proves infeasible."""
+    from formulations import brute
+    from samplers.methods import sampling
+    from tests.test_oracle_static import CASES, _inst
+
+    seen = 0
+    for kw in CASES:
+        inst = _inst(kw)
+        if inst.objective == "makespan":
+            continue  # not an objective of these methods
+        ref = brute.solve(inst)
+        for r in (matching(inst), sampling(inst, samples=4, seed=0)):
+            if r.status == "infeasible":
+                assert ref.status == "infeasible"
+                seen += 1
+            elif ref.status == "infeasible":
+                assert r.schedule is None
+    assert seen > 0

@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     table("Static multi-job placement (Gavel throughputs, proportional split)", inst, rows, bound, out)
 
     # 2. offline class: the non-preemptive oracle against online non-preemptive policies
-    inst = offline_instance(gpus=16, nodes=4, jobs=12 if a.quick else 16, seed=7, variability=0.05,
+    inst = offline_instance(gpus=32, nodes=4, jobs=12 if a.quick else 20, seed=7, variability=0.05,
                             locality_penalty=1.2, interarrival_s=900.0)
     rows = [solve(inst, "auto", time_limit=tl, threads=1)]
     rows += [online(inst, p) for p in ("fifo-firstfit", "fifo+packed-sticky", "sjf+packed-sticky", "fifo+pal",

@@ -18,6 +18,7 @@ import numpy as np
 from jctlab.engine import Engine, time_tol
 from jctlab.errors import InvalidSchedule
 from jctlab.model import Allocation, Instance
+from jctlab.resources import node_demand
 from jctlab.speed import SpeedError, duration
 
 from .common import Candidate, Deadline, PackingModel, objective_weights
@@ -48,18 +49,7 @@ class State:
         return Allocation(tuple(gpus), c.ps_nodes, cpg, mpg)
 
     def usage(self, job_i: int, a: Allocation) -> tuple[dict[str, float], dict[str, float]]:
-        job = self.inst.jobs[job_i]
-        cpu: dict[str, float] = {}
-        mem: dict[str, float] = {}
-        for g in a.gpus:
-            v = g.split(":", 1)[0]
-            nd = self.inst.cluster.node[v]
-            cpu[v] = cpu.get(v, 0.0) + (nd.fair_cpus if a.cpus_per_gpu is None else a.cpus_per_gpu)
-            mem[v] = mem.get(v, 0.0) + (nd.fair_mem_gb if a.mem_gb_per_gpu is None else a.mem_gb_per_gpu)
-        if job.ps is not None:
-            for v in a.ps_nodes:
-                cpu[v] = cpu.get(v, 0.0) + job.ps.ps_cpus
-        return cpu, mem
+        return node_demand(self.inst.jobs[job_i], a, self.inst.cluster)
 
     def fits(self, job_i: int, a: Allocation) -> bool:
         for g in a.gpus:
@@ -97,25 +87,28 @@ class State:
             self.mem[v] -= x
 
 
+def _fastest_sets(inst: Instance, job, gpu_ids: Sequence[str]) -> list[tuple[str, ...]]:
+    """For each allowed size: the job's fastest GPUs of each node that has enough, and the fastest
+    GPUs of the whole set (rate = samples/s over the GPU's variability factor for the job's class)."""
+    gpu = inst.cluster.gpu
+    rate = {g: job.samples_per_s.get(gpu[g].type, 0.0) / max(gpu[g].factor(job.job_class), 1e-12) for g in gpu_ids}
+    fast = sorted((g for g in gpu_ids if rate[g] > 0), key=lambda g: (-rate[g], g))
+    by_node: dict[str, list[str]] = {}
+    for g in fast:
+        by_node.setdefault(gpu[g].node, []).append(g)
+    sets = []
+    for n in job.sizes:
+        sets.extend(tuple(ids[:n]) for ids in by_node.values() if len(ids) >= n)
+        if len(fast) >= n:
+            sets.append(tuple(fast[:n]))
+    return sets
+
+
 def _concrete_options(inst: Instance, j: int, st: State) -> list[tuple[float, Allocation]]:
     """Allocations built from free GPUs directly: per node and size the fastest free GPUs, and the
     fastest free GPUs of the cluster; each with its best fitting level and PS placement."""
     job = inst.jobs[j]
-    cls = job.job_class
-    free = [g for ids in st.free_ids.values() for g in ids]
-    gpu = inst.cluster.gpu
-    rate = {g: job.samples_per_s.get(gpu[g].type, 0.0) / max(gpu[g].factor(cls), 1e-12) for g in free}
-    free = sorted((g for g in free if rate[g] > 0), key=lambda g: (-rate[g], g))
-    by_node: dict[str, list[str]] = {}
-    for g in free:
-        by_node.setdefault(g.split(":", 1)[0], []).append(g)
-    sets = []
-    for n in job.sizes:
-        for ids in by_node.values():
-            if len(ids) >= n:
-                sets.append(tuple(ids[:n]))
-        if len(free) >= n:
-            sets.append(tuple(free[:n]))
+    sets = _fastest_sets(inst, job, [g for ids in st.free_ids.values() for g in ids])
     levels = [None] + ([(c, m) for c, m, _ in job.cpu_mem.levels] if job.cpu_mem is not None else [])
     out = []
     for gs in dict.fromkeys(sets):
@@ -271,19 +264,7 @@ def _offline_options(inst: Instance, j: int) -> list[tuple[float, Allocation]]:
     """Per node and size the job's fastest GPUs, and the fastest GPUs of the cluster, each with every
     level and PS placement on its own nodes."""
     job = inst.jobs[j]
-    gpu = inst.cluster.gpu
-    rate = {g.id: job.samples_per_s.get(g.type, 0.0) / max(g.factor(job.job_class), 1e-12) for g in inst.cluster.gpus}
-    free = sorted((g for g in rate if rate[g] > 0), key=lambda g: (-rate[g], g))
-    by_node: dict[str, list[str]] = {}
-    for g in free:
-        by_node.setdefault(gpu[g].node, []).append(g)
-    sets = []
-    for n in job.sizes:
-        for ids in by_node.values():
-            if len(ids) >= n:
-                sets.append(tuple(ids[:n]))
-        if len(free) >= n:
-            sets.append(tuple(free[:n]))
+    sets = _fastest_sets(inst, job, [g.id for g in inst.cluster.gpus])
     levels = [None] + ([(c, m) for c, m, _ in job.cpu_mem.levels] if job.cpu_mem is not None else [])
     out = []
     for gs in dict.fromkeys(sets):

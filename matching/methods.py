@@ -86,6 +86,13 @@ def _realize(inst: Instance, menu: Menu, choice) -> tuple[dict[int, Allocation],
     return {j: a for j, a in zip(menu.jobs, allocs)}, ok  # type: ignore[misc]
 
 
+def market_failure(e: Exception, t0: float, solver: str) -> Result:
+    """The Result when the type market fails: ``infeasible`` with its counting proof (ValueError),
+    ``error`` when prices diverged (RuntimeError: no placement found, no proof either way)."""
+    status = "infeasible" if isinstance(e, ValueError) else "error"
+    return Result(None, None, None, status, time.perf_counter() - t0, solver, VERSION, {"error": str(e)})
+
+
 def market_choice(menu: Menu, rel_step: float = 0.01) -> tuple[np.ndarray, np.ndarray]:
     lam, choice, _ = type_market(menu.D, menu.C, menu.cap, rel_step=rel_step)
     return lam, choice
@@ -139,12 +146,8 @@ def matching(inst: Instance, *, time_limit: float | None = None, threads: int = 
     menu = objective_menu(inst)
     try:
         lam, choice = market_choice(menu, market_step)
-    except ValueError as e:
-        return Result(None, None, None, "infeasible", time.perf_counter() - t0, "matching/market", VERSION,
-                      {"error": str(e)})
-    except RuntimeError as e:  # prices diverged: no placement found, and no proof either way
-        return Result(None, None, None, "error", time.perf_counter() - t0, "matching/market", VERSION,
-                      {"error": str(e)})
+    except (ValueError, RuntimeError) as e:
+        return market_failure(e, t0, "matching/market")
     ref = None
     if fairness > 0:
         from .search import reference

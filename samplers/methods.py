@@ -25,7 +25,8 @@ import numpy as np
 from jctlab.errors import InputError
 from jctlab.model import Schedule
 from jctlab.result import Result
-from matching.methods import VERSION, _realize, bound_valid, check_static, finish, market_choice, objective_menu
+from matching.methods import (VERSION, _realize, bound_valid, check_static, finish, market_choice,
+                              market_failure, objective_menu)
 from matching.market import dual_bound
 from matching.search import beam as beam_fn
 from matching.search import polish as polish_fn
@@ -142,12 +143,8 @@ def sampling(inst, *, time_limit: float | None = None, threads: int = 1, seed: i
     menu = objective_menu(inst)
     try:
         lam, market_ch = market_choice(menu, market_step)
-    except ValueError as e:
-        return Result(None, None, None, "infeasible", time.perf_counter() - t0, "samplers/sampling", VERSION,
-                      {"error": str(e)})
-    except RuntimeError as e:  # prices diverged: no placement found, and no proof either way
-        return Result(None, None, None, "error", time.perf_counter() - t0, "samplers/sampling", VERSION,
-                      {"error": str(e)})
+    except (ValueError, RuntimeError) as e:
+        return market_failure(e, t0, "samplers/sampling")
     ref = reference(menu) if fairness > 0 else None
     deadline = None if time_limit is None else t0 + time_limit
     fast = inner == "batch" and fairness <= 0

@@ -309,6 +309,40 @@ def hybrid_options(mixed: list[list[Option]], classes: list[list[Option]], exact
     return [m if j in exact else c for j, (m, c) in enumerate(zip(mixed, classes))]
 
 
+def hybrid_node_options(mixed: list[list[Option]], classes: list[list[Option]], exact: set[int],
+                        exact_nodes: set[tuple[int, str]]) -> list[list[Option]]:
+    """Per-node lazy variability: jobs in ``exact`` keep every node-exact option; a job j with pairs
+    (j, v) in ``exact_nodes`` gets every single-node GPU set on those nodes v (from ``mixed``) instead
+    of its classes ``("node", v, n)`` there, and keeps its other classes (other nodes, spread).
+
+    Relaxation (as :func:`hybrid_options`): an allocation of j on a single node v maps onto its own
+    concrete option when (j, v) is exact (``mixed`` holds every single-node allocation, up to
+    dominance: same GPU set, no slower, holding no more), otherwise onto the class ("node", v, n),
+    whose duration and demands are no larger; spread allocations onto their spread class. Per-GPU
+    no-overlap only involves concrete options, which hold their real GPUs, and node/cluster counts
+    hold for every option; so every offline schedule maps onto a feasible solution with no larger
+    completion times and the rounded model's bound is a bound of the offline optimum.
+    """
+    out = []
+    for j, (m, c) in enumerate(zip(mixed, classes)):
+        if j in exact:
+            out.append(m)
+            continue
+        vs = {v for (i, v) in exact_nodes if i == j}
+        if not vs:
+            out.append(c)
+            continue
+        conc = [o for o in m if o.alloc is not None and _single_node(o.alloc) in vs]
+        rest = [o for o in c if not (o.cls is not None and o.cls[0] == "node" and o.cls[1] in vs)]
+        out.append(conc + rest)
+    return out
+
+
+def _single_node(alloc: Allocation) -> str | None:
+    nodes = {g.split(":", 1)[0] for g in alloc.gpus}
+    return next(iter(nodes)) if len(nodes) == 1 else None
+
+
 def spread_node_caps(inst: Instance, job: Job, n: int) -> dict[str, int]:
     """Per node, the most GPUs a spread allocation of ``n`` GPUs can take there (hostable, ≤ n − 1)."""
     out = {}

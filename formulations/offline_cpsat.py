@@ -8,7 +8,8 @@ Two models over the option structure of :mod:`formulations.offline_candidates`:
   When the option enumeration is complete its bound is a bound of the offline class.
 * **hybrid models** (lazy variability, :func:`offline_candidates.hybrid_options`): some jobs with
   every single-node GPU set (exact durations), the others with their relaxed classes; a relaxation
-  too (proof in that function), tighter where the class model gives jobs GPUs they cannot all get.
+  too (proof in that function), tighter where the class model gives jobs GPUs they cannot all get;
+  by default per node (:func:`offline_candidates.hybrid_node_options`: exact on chosen nodes only).
 * **relaxed model** (classes "n GPUs on node v" / "n GPUs spread"): durations are lower bounds over
   every allocation of the class (best GPUs under variability, best cpu_mem level, smallest PS
   overhead, no locality penalty on one node); per-node and cluster GPU-count cumulatives. Every
@@ -378,13 +379,14 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
           hint: Schedule | None = None, relaxed_share: float = 0.5,
           node_complete: bool = True, warm: bool = True, ls_share: float = 0.05,
           hybrid_rounds: int = 12, hybrid_share: float = 0.3, hybrid_add: int = 300,
-          lns_share: float = 0.15, hybrid_stop: float = 0.4) -> Result:
+          lns_share: float = 0.15, hybrid_stop: float = 0.4, hybrid_per_node: bool = True) -> Result:
     """Offline oracle by CP-SAT. See the module docstring for the models and what ``status`` means.
 
     Large instances, in order: greedy; list-scheduling local search (``ls_share`` of the limit);
     class model (``relaxed_share`` of what is left); lazy-variability hybrid rounds (at most
     ``hybrid_rounds``, each ``hybrid_share`` of what is left, none started after ``hybrid_stop`` of
-    the limit, ≤ ``hybrid_add`` new options a round); local search again; LNS in the exact option
+    the limit, ≤ ``hybrid_add`` new options a round; ``hybrid_per_node``: a cheater becomes exact
+    only on the node the model put it on, :func:`offline_candidates.hybrid_node_options`); local search again; LNS in the exact option
     model (``lns_share`` of what is left); node-exact model for the rest. The bound is the max of
     the proven bounds of the class, hybrid and node-exact models, the preemptive LP and the per-job
     bound (all relaxations); incumbents are re-timed and replayed. ``Result.params["phases"]``
@@ -451,20 +453,45 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         # every single-node GPU set (hybrid model), re-solved while the model is solved to optimality
         cnt = [sum(o.alloc is not None for o in ol) for ol in mixed_opts]
         exact = {j for j in range(len(cnt)) if cnt[j] <= len(inst.cluster.nodes) + 1}
+        exact_nodes: set = set()
+        cnt_v: dict = {}
+        for j, ol in enumerate(mixed_opts):
+            for o in ol:
+                if o.alloc is not None:
+                    cnt_v[(j, oc._single_node(o.alloc))] = cnt_v.get((j, oc._single_node(o.alloc)), 0) + 1
         cur_opts, cur_sol = classes, sol
         for rnd in range(hybrid_rounds):
             if not _open(obj, lb) or (left() is not None and left() < 0.5):
                 break
             cheat = _cheaters(inst, cur_opts, cur_sol) - exact
-            if not cheat:
-                break
-            added = 0
-            for j in sorted(cheat, key=lambda j: (cnt[j], j)):     # smallest first, ≤ hybrid_add options a round
-                if added and added + cnt[j] > hybrid_add:
+            if hybrid_per_node:
+                # per node: the cheater becomes exact on the node the model put it on only
+                pairs = set()
+                for j in cheat:
+                    o = cur_opts[j][cur_sol["choice"][j]]
+                    if o.cls is not None and o.cls[0] == "node" and (j, o.cls[1]) not in exact_nodes:
+                        pairs.add((j, o.cls[1]))
+                if not pairs:
                     break
-                exact.add(j)
-                added += cnt[j]
-            hyb = oc.hybrid_options(mixed_opts, classes, exact)
+                added = 0
+                for j, v in sorted(pairs, key=lambda p: (cnt_v.get(p, 0), p)):
+                    if added and added + cnt_v.get((j, v), 0) > hybrid_add:
+                        break
+                    exact_nodes.add((j, v))
+                    added += cnt_v.get((j, v), 0)
+                hyb = oc.hybrid_node_options(mixed_opts, classes, exact, exact_nodes)
+                n_exact = f"{len(exact)}+{len(exact_nodes)} node"
+            else:
+                if not cheat:
+                    break
+                added = 0
+                for j in sorted(cheat, key=lambda j: (cnt[j], j)):     # smallest first, ≤ hybrid_add options a round
+                    if added and added + cnt[j] > hybrid_add:
+                        break
+                    exact.add(j)
+                    added += cnt[j]
+                hyb = oc.hybrid_options(mixed_opts, classes, exact)
+                n_exact = str(len(exact))
             t_h = None if time_limit is None else min(left() * hybrid_share,
                                                       hybrid_stop * time_limit - (time.perf_counter() - t0))
             if t_h is not None and t_h < 0.5:
@@ -481,7 +508,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
                                                 extra=[(order, al), order]))
             obj = _obj(best)
             params["model"] = "relaxed+hybrid"
-            _phase(params, f"hybrid{rnd}({len(exact)} exact)", sol, lb, best, t0)
+            _phase(params, f"hybrid{rnd}({n_exact} exact)", sol, lb, best, t0)
             if sol["status"] != "OPTIMAL" or sol["choice"] is None:
                 break
             cur_opts, cur_sol = hyb, sol

@@ -313,6 +313,22 @@ def test_hybrid_models_bound_below_optimum(seed):
         assert offline_cpsat.bound_from_units(inst, sol["bound_units"], sol["unit"]) <= opt * (1 + 1e-9)
 
 
+def test_per_node_hybrid_models_bound_below_optimum():
+    """Per-node lazy variability: jobs exact on some nodes only keep the model a relaxation."""
+    for seed in (1, 2):
+        inst = tiny(seed, gpus=4, nodes=2, jobs=4, max_size=2, variability=0.08, locality_penalty=1.3)
+        opt = brute.solve(inst).objective
+        mixed, classes = oc.node_complete_options(inst), oc.class_options(inst)
+        res = {r for r in oc.capacities(inst) if r[0] in ("g", "n", "all")} | oc.binding_resources(inst, mixed)
+        nodes = [nd.name for nd in inst.cluster.nodes]
+        for exact, pairs in ((set(), {(0, nodes[0]), (2, nodes[1])}), ({1}, {(j, v) for j in range(4) for v in nodes[:1]})):
+            opts = oc.hybrid_node_options(mixed, classes, exact, pairs)
+            assert all(opts)
+            sol = offline_cpsat.build_and_solve(inst, opts, res, time_limit=None, threads=1, seed=0)
+            assert sol["status"] == "OPTIMAL"
+            assert offline_cpsat.bound_from_units(inst, sol["bound_units"], sol["unit"]) <= opt * (1 + 1e-9)
+
+
 @pytest.mark.parametrize("seed", (0, 9))
 def test_local_search_and_lns_incumbents_are_replayed(seed):
     inst = tiny(seed, gpus=4, nodes=2, jobs=4, max_size=2, variability=0.08, locality_penalty=1.3,

@@ -54,9 +54,7 @@ def job_allocations(inst: Instance, j: int, limit: int = MAX_ALLOCATIONS) -> lis
     """Every allocation of job j with its duration (no interference), fastest first."""
     job = inst.jobs[j]
     ids = [g.id for g in inst.cluster.gpus if job.can_use(g.type)]
-    levels: list[tuple[float, float] | None] = [None]
-    if job.cpu_mem is not None:
-        levels += [(c, m) for c, m, _ in job.cpu_mem.levels]
+    levels = job.level_choices
     ps_sets: list[tuple[str, ...]] = [()]
     if job.ps is not None:
         names = [n.name for n in inst.cluster.nodes]
@@ -67,9 +65,9 @@ def job_allocations(inst: Instance, j: int, limit: int = MAX_ALLOCATIONS) -> lis
     out = []
     for n in job.sizes:
         for gs in itertools.combinations(ids, n):
-            for lv in levels:
+            for c, m in levels:
                 for ps in ps_sets:
-                    a = Allocation(gs, ps, None if lv is None else lv[0], None if lv is None else lv[1])
+                    a = Allocation(gs, ps, c, m)
                     try:
                         out.append((duration(job, a, inst.cluster), a))
                     except SpeedError:

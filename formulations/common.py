@@ -190,10 +190,8 @@ def _cvn(caps: tuple[int, ...], n: int) -> int:
 
 
 def _level_options(job: Job) -> list[tuple[float, float] | None]:
-    opts: list[tuple[float, float] | None] = [None]
-    if job.cpu_mem is not None:
-        opts += [(c, m) for c, m, _ in job.cpu_mem.levels]
-    return opts
+    """``Job.level_choices`` with the fair share as None (the candidates' level field)."""
+    return [None if c is None else (c, m) for c, m in job.level_choices]  # type: ignore[misc]
 
 
 def _speedup(job: Job, level: tuple[float, float] | None) -> float:

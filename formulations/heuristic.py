@@ -109,7 +109,6 @@ def _concrete_options(inst: Instance, j: int, st: State) -> list[tuple[float, Al
     fastest free GPUs of the cluster; each with its best fitting level and PS placement."""
     job = inst.jobs[j]
     sets = _fastest_sets(inst, job, [g for ids in st.free_ids.values() for g in ids])
-    levels = [None] + ([(c, m) for c, m, _ in job.cpu_mem.levels] if job.cpu_mem is not None else [])
     out = []
     for gs in dict.fromkeys(sets):
         nodes = sorted({g.split(":", 1)[0] for g in gs})
@@ -120,9 +119,9 @@ def _concrete_options(inst: Instance, j: int, st: State) -> list[tuple[float, Al
                 ps_opts.append(tuple((nodes * p)[:p]))
                 ps_opts.extend([(v.name,) * p for v in inst.cluster.nodes if v.name not in nodes][:2])
         best = None
-        for lv in levels:
+        for c, m in job.level_choices:
             for ps in ps_opts:
-                a = Allocation(gs, ps, None if lv is None else lv[0], None if lv is None else lv[1])
+                a = Allocation(gs, ps, c, m)
                 try:
                     d = duration(job, a, inst.cluster)
                 except SpeedError:
@@ -265,16 +264,15 @@ def _offline_options(inst: Instance, j: int) -> list[tuple[float, Allocation]]:
     level and PS placement on its own nodes."""
     job = inst.jobs[j]
     sets = _fastest_sets(inst, job, [g.id for g in inst.cluster.gpus])
-    levels = [None] + ([(c, m) for c, m, _ in job.cpu_mem.levels] if job.cpu_mem is not None else [])
     out = []
     for gs in dict.fromkeys(sets):
         nodes = sorted({g.split(":", 1)[0] for g in gs})
         ps_opts: list[tuple[str, ...]] = [()]
         if job.ps is not None:
             ps_opts = [tuple((nodes * p)[:p]) for p in range(1, job.ps.max_ps + 1)]
-        for lv in levels:
+        for c, m in job.level_choices:
             for ps in ps_opts:
-                a = Allocation(gs, ps, None if lv is None else lv[0], None if lv is None else lv[1])
+                a = Allocation(gs, ps, c, m)
                 try:
                     out.append((duration(job, a, inst.cluster), a))
                 except SpeedError:

@@ -59,14 +59,6 @@ def hostable(inst: Instance, job: Job) -> list:
     return [g for g in inst.cluster.gpus if job.can_use(g.type)]
 
 
-def levels(job: Job) -> list[tuple[float | None, float | None]]:
-    """cpu_mem choices: fair share (None) plus the job's levels (jobs without cpu_mem: fair share only)."""
-    out: list[tuple[float | None, float | None]] = [(None, None)]
-    if job.cpu_mem is not None:
-        out += [(c, m) for c, m, _ in job.cpu_mem.levels]
-    return out
-
-
 def max_speedup(job: Job) -> float:
     if job.cpu_mem is None:
         return 1.0
@@ -216,7 +208,7 @@ def _options_for_set(inst: Instance, j: int, gids: tuple[str, ...], ps_nodes_poo
     job = inst.jobs[j]
     out = []
     for psn in _ps_choices(job, ps_nodes_pool):
-        for c, m in levels(job):
+        for c, m in job.level_choices:
             alloc = Allocation(tuple(gids), psn, c, m)
             try:
                 d = duration(job, alloc, inst.cluster)
@@ -278,7 +270,7 @@ def node_complete_options(inst: Instance, limit: int = 20000) -> list[list[Optio
     for job in inst.jobs:
         for nd in inst.cluster.nodes:
             h = sum(1 for g in nd.gpus if job.can_use(g.type))
-            total += sum(math.comb(h, n) for n in job.sizes if n <= h) * len(_ps_choices(job, node_names)) * len(levels(job))
+            total += sum(math.comb(h, n) for n in job.sizes if n <= h) * len(_ps_choices(job, node_names)) * len(job.level_choices)
     if total > limit:
         return None
     out: list[list[Option]] = []
@@ -394,7 +386,7 @@ def pattern_chooser(patterns: dict[int, dict[str, int]], fallback: Callable) -> 
             node_names = [nd.name for nd in cl.nodes]
             gnodes = sorted({g.split(":", 1)[0] for g in gids})
             for psn in _ps_choices(job, node_names if len(node_names) <= 4 else gnodes):
-                for c, m in levels(job):
+                for c, m in job.level_choices:
                     a = Allocation(tuple(sorted(gids)), psn, c, m)
                     try:
                         d = duration(job, a, cl)
@@ -700,7 +692,7 @@ def _free_allocs(inst: Instance, job: Job, cls, free, cache):
         if key not in cache:
             res = []
             for psn in _ps_choices(job, node_names if len(node_names) <= 4 else gnodes):
-                for c, m in levels(job):
+                for c, m in job.level_choices:
                     a = Allocation(gids, psn, c, m)
                     try:
                         res.append((a, duration(job, a, cl)))

@@ -141,6 +141,13 @@ class Job:
     def can_use(self, gpu_type: str) -> bool:
         return self.samples_per_s.get(gpu_type, 0.0) > 0
 
+    @property
+    def level_choices(self) -> tuple[tuple[float | None, float | None], ...]:
+        """The job's CPU/memory choices as (cpus_per_gpu, mem_gb_per_gpu): the fair share (None, None)
+        first, then its ``cpu_mem`` levels; a job without a table has the fair share only."""
+        table = () if self.cpu_mem is None else tuple((c, m) for c, m, _ in self.cpu_mem.levels)
+        return ((None, None),) + table
+
 
 @dataclass(frozen=True)
 class Instance:

@@ -201,7 +201,7 @@ def test_class_duration_bounds_below_every_allocation(seed, pick):
         gpus = rng.sample([g.id for g in inst.cluster.gpus], n)
         nodes = sorted({g.split(":")[0] for g in gpus})
         psn = tuple(rng.choice([nd.name for nd in inst.cluster.nodes]) for _ in range(rng.randint(1, job.ps.max_ps))) if job.ps else ()
-        lv = rng.choice(oc.levels(job))
+        lv = rng.choice(job.level_choices)
         d = duration(job, Allocation(tuple(gpus), psn, *lv), inst.cluster)
         lb = oc.single_node_lb(inst, job, nodes[0], n) if len(nodes) == 1 else oc.spread_lb(inst, job, n)
         assert lb is not None and lb <= d * (1 + 1e-12)
@@ -247,7 +247,7 @@ def _check_spread_supports(seed, pick):
         if len(set(nodes)) < 2:
             continue
         psn = tuple(rng.choice([nd.name for nd in inst.cluster.nodes]) for _ in range(rng.randint(1, job.ps.max_ps))) if job.ps else ()
-        d = duration(job, Allocation(tuple(gpus), psn, *rng.choice(oc.levels(job))), inst.cluster)
+        d = duration(job, Allocation(tuple(gpus), psn, *rng.choice(job.level_choices)), inst.cluster)
         sup = tuple(sorted(set(nodes)))
         opt = [o for o in oc.spread_options(inst, j, n) if o.cls[2] == sup]
         assert len(opt) == 1

@@ -122,3 +122,12 @@ def test_type_that_cannot_host_is_rejected(tiny_d):
 def test_a_job_without_cpu_mem_table_cannot_pick_a_level(tiny):
     with pytest.raises(SpeedError, match="no cpu_mem table"):
         t(tiny, "a", ("n0:0",), cpus_per_gpu=0, mem_gb_per_gpu=0)
+
+
+def test_level_choices_are_the_fair_share_then_the_table(tiny_d):
+    tiny_d["jobs"][0]["cpu_mem"] = {"levels": [[2, 16, 0.8], [6, 48, 1.25]]}
+    inst = Instance.from_dict(tiny_d)
+    assert inst.job["a"].level_choices == ((None, None), (2.0, 16.0), (6.0, 48.0))
+    assert inst.job["b"].level_choices == ((None, None),)
+    for c, m in inst.job["a"].level_choices:  # every choice is priced by the speed model
+        assert t(inst, "a", ("n0:0",), cpus_per_gpu=c, mem_gb_per_gpu=m) > 0

@@ -42,7 +42,9 @@ def check_references(inst: Instance, sched: Schedule, source: str = "<schedule>"
                 raise InputError(source, f"segments[{i}].ps_nodes[{k}]", f"unknown node {n!r}")
 
 
-def replay(inst: Instance, sched: Schedule, source: str = "<schedule>", with_fairness: bool = True) -> Replay:
+def replay(inst: Instance, sched: Schedule, source: str = "<schedule>", with_fairness: bool = True,
+           with_metrics: bool = True) -> Replay:
+    """Check ``sched`` and compute its objective, completions and (``with_metrics``) its metrics."""
     check_references(inst, sched, source)
     try:
         engine, per_job = _run(inst, sched)
@@ -51,7 +53,8 @@ def replay(inst: Instance, sched: Schedule, source: str = "<schedule>", with_fai
     completion = [c for c in engine.completion]
     first = [f for f in engine.first_start]
     preemptions = sum(len(v) - 1 for v in per_job)
-    metrics = compute_metrics(inst, completion, first, engine.gpu_seconds, preemptions, with_fairness)  # type: ignore[arg-type]
+    metrics = (compute_metrics(inst, completion, first, engine.gpu_seconds, preemptions, with_fairness)  # type: ignore[arg-type]
+               if with_metrics else {})
     obj = objective_value(inst, completion)  # type: ignore[arg-type]
     comp = {j.name: c for j, c in zip(inst.jobs, completion)}
     c = sched.claimed

@@ -7,7 +7,9 @@ multiplier, which the simulator applies piecewise while neighbours come and go.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Sequence
+
+import numpy as np
 
 from .model import Allocation, Cluster, Job
 
@@ -88,6 +90,51 @@ def step_time(job: Job, alloc: Allocation, cluster: Cluster) -> float:
     else:
         comm = allreduce_s(job.comm_mb, n, cluster.intra_node_gbps if k == 1 else cluster.inter_node_gbps)
     return (compute + comm) * (cluster.locality_penalty if k > 1 else 1.0)
+
+
+def step_times_by_counts(job: Job, cluster: Cluster, types: Sequence[str], counts: np.ndarray,
+                         spread: np.ndarray) -> np.ndarray:
+    """:func:`step_time` of many allocations at once, each given by its GPU count per type
+    (``counts[m, t]`` GPUs of ``types[t]``) and whether it spans several nodes (``spread[m]``).
+
+    The same SPEC §2 rules as :func:`step_time`, for allocations whose GPUs have no variability
+    for the job's class (factor 1, so a duration depends on nothing else) and, for a PS job, one
+    parameter server on a node of its GPUs. ``nan`` where :func:`step_time` raises
+    :class:`SpeedError` (no GPU, or a type the job cannot use). Tests check it against
+    :func:`step_time` on concrete allocations.
+    """
+    c = np.asarray(counts, dtype=float).reshape(-1, len(types))
+    spread = np.asarray(spread, dtype=bool).reshape(-1)
+    rate = np.array([job.samples_per_s.get(t, 0.0) for t in types], dtype=float)
+    n = c.sum(axis=1)
+    used = c > 0
+    bad = (n == 0) | np.any(used & (rate <= 0), axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if cluster.split == "proportional":
+            compute = job.batch / (c @ rate)
+        else:
+            compute = job.batch / (n * np.where(used, rate, np.inf).min(axis=1))
+        if job.ps is not None:
+            t1, t2, t3, t4 = job.ps.theta
+            comm = t1 + t2 * n + t3 * n + t4            # ps_overhead_s with p = 1
+        else:
+            gbps = np.where(spread, cluster.inter_node_gbps, cluster.intra_node_gbps)
+            comm = np.where((n <= 1) | (job.comm_mb <= 0), 0.0,
+                            2.0 * (n - 1) / n * job.comm_mb * 8.0 / 1000.0 / gbps)
+        out = (compute + comm) * np.where(spread, cluster.locality_penalty, 1.0)
+        if job.ps is None and job.measured:   # measured whole-job tables of single-type allocations
+            single = used.sum(axis=1) == 1
+            for m in np.flatnonzero(single):
+                t = types[int(np.argmax(used[m]))]
+                k = int(n[m])
+                if not spread[m] and k in job.measured.get(t, {}):
+                    out[m], bad[m] = 1.0 / job.measured[t][k], False
+                elif spread[m] and k in job.measured.get(f"{t}/spread", {}):
+                    out[m], bad[m] = 1.0 / job.measured[f"{t}/spread"][k], False
+                elif spread[m] and k in job.measured.get(t, {}):
+                    out[m], bad[m] = 1.0 / job.measured[t][k] * cluster.locality_penalty, False
+    out[bad] = np.nan
+    return out
 
 
 def base_iteration_time(job: Job, alloc: Allocation, cluster: Cluster) -> float:

@@ -29,7 +29,7 @@ from typing import Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from jctlab.model import Allocation, Instance, Job
-from jctlab.speed import SpeedError, base_iteration_time
+from jctlab.speed import SpeedError, base_iteration_time, step_times_by_counts
 
 
 def compositions(n: int, caps: Sequence[int]) -> Iterator[tuple[int, ...]]:
@@ -137,10 +137,12 @@ def build_menu(inst: Instance, jobs: Sequence[int] | None = None,
     if cl.has_interference:
         reasons.append("interference")
 
-    # Durations are cached per (job profile, cluster speed signature, count vector, local/spread) —
-    # exact when no GPU has variability (a duration then depends on nothing else, see the module
-    # docstring); option lists per (profile, free-count structure of the nodes). Both caches live for
-    # the process (:func:`clear_caches` empties them); with variability, per-call canonical GPUs.
+    # Without variability a duration depends only on (job profile, count vector, local/spread) (see
+    # the module docstring): all options of a job are priced in one vectorized call
+    # (:func:`jctlab.speed.step_times_by_counts`) and option lists are cached per (profile, cluster
+    # speed signature, free-count structure of the nodes), the (count vector, local/spread) pairs
+    # per (node shape, usable types, sizes); both live for the process (:func:`clear_caches` empties
+    # them). With variability: per-call canonical GPUs, one jctlab.speed call each.
     cacheable = not any(g.variability for g in cl.gpus)
     sig = (tuple(types), cl.intra_node_gbps, cl.inter_node_gbps, cl.locality_penalty, cl.split)
     shape = tuple(sorted(tuple(int(x) for x in v) for v in node_cnt.values() if v.any()))
@@ -196,23 +198,21 @@ def build_menu(inst: Instance, jobs: Sequence[int] | None = None,
                 exact_packing=not reasons, reasons=reasons)
 
 
-_SPEED_CACHE: dict[tuple, float | None] = {}
 _MENU_CACHE: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 _COMP_CACHE: dict[tuple, list[tuple[int, ...]]] = {}
-_ENUM_CACHE: dict[tuple, list[tuple[tuple[int, ...], bool]]] = {}
+_ENUM_CACHE: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
 _CACHE_MAX = 200_000
 
 
 def clear_caches() -> None:
     """Forget every cached duration and option list (for cold-start timings)."""
-    _SPEED_CACHE.clear()
     _MENU_CACHE.clear()
     _COMP_CACHE.clear()
     _ENUM_CACHE.clear()
 
 
 def cache_sizes() -> dict[str, int]:
-    return {"durations": len(_SPEED_CACHE), "menus": len(_MENU_CACHE)}
+    return {"menus": len(_MENU_CACHE), "pairs": len(_ENUM_CACHE)}
 
 
 def _shape_ok(shape: tuple[tuple[int, ...], ...], node_cnt) -> "callable":
@@ -270,34 +270,26 @@ def _job_options(job: Job, types: list[str], cap: np.ndarray, canonical, cl, max
     T = len(types)
     ps = job.ps is not None
     cs, base, loc = [], [], []
+    cover = None
     if speed_key is not None:
         # (c, local) pairs with a canonical allocation, per (node shape, usable types, sizes)
         ekey = (speed_key[1], shape_ok.shape, tuple(uix), tuple(job.sizes), max_size)
         pairs = _ENUM_CACHE.get(ekey)
         if pairs is None:
-            pairs = [(c, local) for c in _vectors(job.sizes, total, max_size, ucap, uix, T)
-                     for local in (True, False) if shape_ok(c, local)]
+            lst = [(c, local) for c in _vectors(job.sizes, total, max_size, ucap, uix, T)
+                   for local in (True, False) if shape_ok(c, local)]
+            pc = np.array([c for c, _ in lst], dtype=np.int64).reshape(-1, T)
+            pl = np.array([local for _, local in lst], dtype=bool)
+            pairs = (pc, pl, _covers(pc, pl))
             if len(_ENUM_CACHE) > _CACHE_MAX:
                 _ENUM_CACHE.clear()
             _ENUM_CACHE[ekey] = pairs
-        for c, local in pairs:
-            skey = (speed_key, c, local)
-            if skey in _SPEED_CACHE:
-                b = _SPEED_CACHE[skey]
-            else:
-                alloc = canonical(c, local, ps)
-                try:
-                    b = base_iteration_time(job, alloc, cl)
-                except SpeedError:
-                    b = None
-                if len(_SPEED_CACHE) > _CACHE_MAX:
-                    _SPEED_CACHE.clear()
-                _SPEED_CACHE[skey] = b
-            if b is None:
-                continue
-            cs.append(c)
-            base.append(b)
-            loc.append(local)
+        pc, pl, cover = pairs
+        pb = step_times_by_counts(job, cl, types, pc, ~pl)   # null cpu_mem level: no speedup
+        ok = ~np.isnan(pb)
+        cs, base, loc = pc[ok], pb[ok], pl[ok]
+        if not ok.all():
+            cover = cover[np.ix_(ok, ok)]
     else:  # per-GPU variability: durations of this call's canonical GPUs, no process-wide cache
         for c in _vectors(job.sizes, total, max_size, ucap, uix, T):
             for local in (True, False):
@@ -315,20 +307,27 @@ def _job_options(job: Job, types: list[str], cap: np.ndarray, canonical, cl, max
     base_a = np.array(base, dtype=float)
     loc_a = np.array(loc, dtype=bool)
     if prune and len(base_a) > 1:
-        keep = _undominated(cs_a, base_a, loc_a)
+        keep = _undominated(cs_a, base_a, loc_a, cover)
         cs_a, base_a, loc_a = cs_a[keep], base_a[keep], loc_a[keep]
     order = np.lexsort((~loc_a, base_a))
     return cs_a[order], base_a[order], loc_a[order]
 
 
-def _undominated(cs: np.ndarray, d: np.ndarray, loc: np.ndarray) -> np.ndarray:
-    """Drop option o when another option o' uses no more GPUs of any type, is no slower, and is at
-    least as easy to place (o' spread, or both local); ties keep the first."""
-    n = len(d)
+def _covers(cs: np.ndarray, loc: np.ndarray) -> np.ndarray:
+    """cover[p, o]: option p uses no more GPUs of any type than o and is at least as easy to place
+    (p spread, or both local) — p dominates o when it is also no slower."""
     le = np.all(cs[:, None, :] <= cs[None, :, :], axis=2)          # le[p, o]: cs[p] <= cs[o]
-    faster = d[:, None] <= d[None, :]
-    place = (~loc[:, None]) | (loc[:, None] & loc[None, :])
-    dom = le & faster & place
+    return le & ((~loc[:, None]) | (loc[:, None] & loc[None, :]))
+
+
+def _undominated(cs: np.ndarray, d: np.ndarray, loc: np.ndarray, cover: np.ndarray | None = None) -> np.ndarray:
+    """Drop option o when another option o' uses no more GPUs of any type, is no slower, and is at
+    least as easy to place (o' spread, or both local); ties keep the first. ``cover``: the
+    precomputed :func:`_covers` of (cs, loc)."""
+    n = len(d)
+    if cover is None:
+        cover = _covers(cs, loc)
+    dom = cover & (d[:, None] <= d[None, :])
     strict = dom & ~(dom.T)
     idx = np.arange(n)
     tie = dom & dom.T & (idx[:, None] < idx[None, :])

@@ -194,25 +194,30 @@ def type_market(D: np.ndarray, C: np.ndarray, cap: np.ndarray, max_steps: int = 
             least = np.where(fin, Cf @ s_, np.inf).min(axis=1).sum()
             if least > float(capf @ s_):
                 raise ValueError("no placement of every job fits the free GPUs")
+    C2 = Cf.reshape(J * O, T)                                   # 2-D: one BLAS call per price vector
+    per_set: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}    # over-demanded set -> (uO, uO or inf)
     while True:
-        red = Df + Cf @ lam                                     # demand at λ (ties: lowest index)
+        red = Df + (C2 @ lam).reshape(J, O)                     # demand at λ (ties: lowest index)
         choice = red.argmin(axis=1)
-        cc = Cf[rows, choice]
-        use = cc.sum(axis=0)
+        use = Cf[rows, choice].sum(axis=0)
         over = use > capf
         if not over.any():
             return lam, choice, steps
         steps += 1
         if steps > max_steps:
             raise RuntimeError("type market did not clear")
-        of = over.astype(float)
-        uO = Cf @ of                                            # (J, O) use of over-demanded types
-        least = np.where(fin, uO, np.inf).min(axis=1).sum()
-        if least > float(capf @ of):
-            # every job already needs at least this many GPUs of the over-demanded types: a proof
-            raise ValueError("no placement of every job fits the free GPUs")
-        cur_u = (cc @ of)[:, None]
-        less = (uO < cur_u) & fin
+        key = over.tobytes()
+        if key not in per_set:
+            of = over.astype(float)
+            uO = (C2 @ of).reshape(J, O)                        # (J, O) use of over-demanded types
+            uO_fin = np.where(fin, uO, np.inf)
+            if uO_fin.min(axis=1).sum() > float(capf @ of):
+                # every job already needs at least this many GPUs of the over-demanded types: a proof
+                raise ValueError("no placement of every job fits the free GPUs")
+            per_set[key] = (uO, uO_fin)
+        uO, uO_fin = per_set[key]
+        cur_u = uO[rows, choice][:, None]
+        less = uO_fin < cur_u
         # θ: the raise at which some job becomes indifferent to an option using fewer O-GPUs
         theta = np.divide(red - red[rows, choice][:, None], cur_u - uO, out=inf.copy(), where=less)
         th = float(theta.min()) if theta.size else math.inf
@@ -220,6 +225,6 @@ def type_market(D: np.ndarray, C: np.ndarray, cap: np.ndarray, max_steps: int = 
             raise ValueError("no placement of every job fits the free GPUs")
         # at least a small geometric step: demand need not be monotone (options mix types), and a
         # job can flip between two options forever on exact breakpoints
-        lam[over] += max(th * (1 + 1e-9), rel_step * float(np.max(lam[over])), base_step)
-        if not np.all(np.isfinite(lam)):
+        lam[over] += max(th * (1 + 1e-9), rel_step * float(lam[over].max()), base_step)
+        if not np.isfinite(lam).all():
             raise RuntimeError("type market did not clear (prices diverged)")

@@ -68,7 +68,7 @@ def finish(inst: Instance, method: str, allocs_by_job: dict[int, Allocation], t0
            lower_bound: float | None, exact: bool, params: dict[str, Any], solver: str) -> Result:
     """Replay the schedule; status ``optimal`` only when ``exact`` and the objective meets the bound."""
     sched = schedule_of(inst, method, allocs_by_job)
-    rep = replay(inst, sched, with_fairness=False)
+    rep = replay(inst, sched, with_metrics=False)
     if not rep.valid:  # a bug of ours: say so rather than claim anything
         return Result(None, None, lower_bound, "error", time.perf_counter() - t0, solver, VERSION,
                       dict(params, error=rep.error))
@@ -91,6 +91,12 @@ def market_failure(e: Exception, t0: float, solver: str) -> Result:
     ``error`` when prices diverged (RuntimeError: no placement found, no proof either way)."""
     status = "infeasible" if isinstance(e, ValueError) else "error"
     return Result(None, None, None, status, time.perf_counter() - t0, solver, VERSION, {"error": str(e)})
+
+
+def meets_bound(menu: Menu, choice, lb_sum: float | None) -> bool:
+    """Whether ``choice`` (aggregate-feasible) attains a valid lower bound ``lb_sum`` of Σ durations:
+    then no other choice is better and searching further is wasted work."""
+    return lb_sum is not None and menu.value(choice) <= lb_sum * (1 + 1e-12)
 
 
 def market_choice(menu: Menu, rel_step: float = 0.01) -> tuple[np.ndarray, np.ndarray]:
@@ -153,20 +159,24 @@ def matching(inst: Instance, *, time_limit: float | None = None, threads: int = 
         from .search import reference
 
         ref = reference(menu)
-    if width > 0 and fairness <= 0:
+    valid = bound_valid(inst)
+    lb_sum = dual_bound(menu.D, menu.C.astype(float), menu.cap, lam) if valid else None
+    # exact categories and a cleared choice that attains the bound: optimal, nothing to search
+    certified = fairness <= 0 and menu.exact_packing and meets_bound(menu, choice, lb_sum)
+    if width > 0 and fairness <= 0 and not certified:
         b = beam(menu, lam, width)
         if b is not None and menu.value(b) < menu.value(choice):
             choice = b
-    choice = polish(menu, choice, fairness=fairness, ref=ref, pairs=pairs,
-                    **(dict(rounds=1, top=3, sweeps=2) if fast else {}))
-    valid = bound_valid(inst)
-    lb = dual_bound(menu.D, menu.C.astype(float), menu.cap, lam) / menu.J if valid else None
+    if not certified:
+        choice = polish(menu, choice, fairness=fairness, ref=ref, pairs=pairs,
+                        **(dict(rounds=1, top=3, sweeps=2) if fast else {}))
+    lb = None if lb_sum is None else lb_sum / menu.J
     if inner == "stable":
         allocs = stable_allocs(inst, menu, choice)
         ok = False
     else:
         allocs, ok = _realize(inst, menu, choice)
-    return finish(inst, "matching", allocs, t0, lb, False,
+    return finish(inst, "matching", allocs, t0, lb, valid,
                   {"prices": [float(x) for x in lam], "inner": inner, "width": width}, "matching/market")
 
 

@@ -26,7 +26,7 @@ from jctlab.errors import InputError
 from jctlab.model import Schedule
 from jctlab.result import Result
 from matching.methods import (VERSION, _realize, bound_valid, check_static, finish, market_choice,
-                              market_failure, objective_menu)
+                              market_failure, meets_bound, objective_menu)
 from matching.market import dual_bound
 from matching.search import beam as beam_fn
 from matching.search import polish as polish_fn
@@ -147,13 +147,23 @@ def sampling(inst, *, time_limit: float | None = None, threads: int = 1, seed: i
         return market_failure(e, t0, "samplers/sampling")
     ref = reference(menu) if fairness > 0 else None
     deadline = None if time_limit is None else t0 + time_limit
+    valid = bound_valid(inst)
+    lb_sum = dual_bound(menu.D, menu.C.astype(float), menu.cap, lam) if valid else None
     fast = inner == "batch" and fairness <= 0
-    if fast:
+    if fairness <= 0 and menu.exact_packing and meets_bound(menu, market_ch, lb_sum):
+        # categories are exact and the market's cleared choice attains the Lagrangian bound: it is
+        # optimal, so no sample can beat it
+        best, stats, polish = np.asarray(market_ch), {"drawn": 0, "accepted": 0, "distinct": 0,
+                                                     "certified_by": "market"}, False
+    elif fast:
         best, stats = sample_batch(menu, lam, samples, seed, fairness, sampler, temperature, ref, sweeps,
                                    deadline=deadline)
         # extra candidates: the market's own (cleared, hence feasible) choice, and with width > 0 a
-        # beam search over all categories ranked at the prices
-        extra = [np.asarray(market_ch)] + ([beam_fn(menu, lam, min(width, beam_cap))] if width > 0 else [])
+        # beam search over all categories ranked at the prices (skipped when the best sample
+        # already attains the bound)
+        extra = [np.asarray(market_ch)]
+        if width > 0 and not (best is not None and meets_bound(menu, best, lb_sum)):
+            extra.append(beam_fn(menu, lam, min(width, beam_cap)))
         for b in extra:
             if b is not None and menu.feasible(b) and (best is None or menu.value(b) < menu.value(best)):
                 best = b
@@ -162,11 +172,10 @@ def sampling(inst, *, time_limit: float | None = None, threads: int = 1, seed: i
     if best is None:
         return Result(None, None, None, "timeout_no_solution", time.perf_counter() - t0, "samplers/sampling",
                       VERSION, stats)
-    if polish:
+    if polish and not (fairness <= 0 and meets_bound(menu, best, lb_sum)):
         best = polish_fn(menu, best, fairness=fairness, ref=ref, **(dict(rounds=1, top=3, sweeps=pair_sweeps) if fast else {}))
-    valid = bound_valid(inst)
-    lb = dual_bound(menu.D, menu.C.astype(float), menu.cap, lam) / menu.J if valid else None
+    lb = None if lb_sum is None else lb_sum / menu.J
     allocs, _ = _realize(inst, menu, best)
     params = dict(stats, samples=samples, sampler=sampler, fairness=fairness, seed=seed, inner=inner,
                   guarantee_eps05=guarantee(samples, 0.05))
-    return finish(inst, "sampling", allocs, t0, lb, False, params, f"samplers/{sampler}")
+    return finish(inst, "sampling", allocs, t0, lb, valid, params, f"samplers/{sampler}")

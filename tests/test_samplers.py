@@ -156,3 +156,25 @@ def test_cold_and_warm_caches_give_the_same_schedule():
     warm = sampling(inst, samples=8, seed=4)
     assert cold.objective == warm.objective and cold.schedule.segments == warm.schedule.segments
     valid(inst, warm)
+
+
+def test_optimal_claims_only_where_the_bound_is_met():
+    """sampling and matching stop early when the market's cleared choice attains the Lagrangian
+    bound and then say `optimal`; every such claim equals the exhaustive optimum (exact on these
+    instances), and a claim is never made above a valid bound."""
+    from matching.methods import exhaustive, matching
+    from matching.suite import gavel_static
+
+    claimed = 0
+    for g, j, seed in [(64, 4, 5), (48, 8, 4), (32, 7, 3), (32, 14, 9), (48, 12, 10), (64, 11, 17)]:
+        inst = gavel_static(gpus=g, jobs=j, seed=seed)
+        opt = exhaustive(inst)
+        assert opt.status == "optimal"
+        for r in (sampling(inst, samples=8, seed=1), matching(inst)):
+            assert r.lower_bound <= r.objective * (1 + 1e-9)
+            assert r.lower_bound <= opt.objective * (1 + 1e-9)
+            if r.status == "optimal":
+                claimed += 1
+                assert r.objective == pytest.approx(opt.objective, rel=1e-9)
+                assert r.lower_bound == pytest.approx(r.objective, rel=1e-9)
+    assert claimed >= 2

@@ -131,3 +131,59 @@ def test_level_choices_are_the_fair_share_then_the_table(tiny_d):
     assert inst.job["b"].level_choices == ((None, None),)
     for c, m in inst.job["a"].level_choices:  # every choice is priced by the speed model
         assert t(inst, "a", ("n0:0",), cpus_per_gpu=c, mem_gb_per_gpu=m) > 0
+
+
+# ----------------------------------------------------------------------------- vectorized pricing
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jctlab.speed import step_time, step_times_by_counts
+
+
+@st.composite
+def _count_case(draw):
+    """A cluster without variability (3 nodes, mixed types), one job with random speed features,
+    and a random GPU subset (PS on its first node when the job has a PS)."""
+    types = ["k80", "p100", "v100"]
+    nodes = []
+    for v in range(3):
+        gt = draw(st.lists(st.sampled_from(types), min_size=1, max_size=4))
+        nodes.append({"name": f"n{v}", "cpus": 16, "mem_gb": 64, "gpus": [{"type": t} for t in gt]})
+    cluster = {"nodes": nodes, "intra_node_gbps": draw(st.sampled_from([10.0, 100.0])),
+               "inter_node_gbps": draw(st.sampled_from([1.0, 25.0])),
+               "locality_penalty": draw(st.sampled_from([1.0, 1.3])),
+               "split": draw(st.sampled_from(["proportional", "equal"])), "interference": {}, "restart_s": 0.0}
+    rates = {t: draw(st.sampled_from([0.0, 20.0, 55.5, 130.0])) for t in types}
+    if not any(rates.values()):
+        rates["v100"] = 100.0
+    job = {"name": "j", "arrival": 0.0, "batch": draw(st.sampled_from([16, 64, 256])), "iterations": 10,
+           "samples_per_s": rates, "comm_mb": draw(st.sampled_from([0.0, 40.0, 300.0])), "sizes": [1, 2, 3, 4]}
+    if draw(st.booleans()):
+        t = draw(st.sampled_from(types))
+        job["measured"] = {t: {"1": 77.0, "2": 150.0}, f"{t}/spread": {"2": 120.0}}
+    ps = draw(st.booleans())
+    if ps:
+        job["ps"] = {"max_ps": 2, "ps_cpus": 1, "theta": [0.01, 0.02, 0.003, 0.004]}
+    inst = Instance.from_dict({"format": "jctlab.instance/1", "name": "v", "problem": "static",
+                               "objective": "mean_jct", "cluster": cluster, "jobs": [job]})
+    ids = [g.id for g in inst.cluster.gpus]
+    gpus = tuple(draw(st.lists(st.sampled_from(ids), min_size=1, max_size=6, unique=True)))
+    alloc = Allocation(gpus, (gpus[0].split(":")[0],) if ps else ())
+    return inst, types, alloc
+
+
+@settings(max_examples=300, deadline=None)
+@given(_count_case())
+def test_vectorized_step_times_equal_step_time(case):
+    inst, types, alloc = case
+    job, cl = inst.jobs[0], inst.cluster
+    counts = [[sum(cl.gpu[g].type == t for g in alloc.gpus) for t in types]]
+    spread = [len({g.split(":")[0] for g in alloc.gpus}) > 1]
+    got = float(step_times_by_counts(job, cl, types, counts, spread)[0])
+    try:
+        want = step_time(job, alloc, cl)
+    except SpeedError:
+        assert math.isnan(got)
+        return
+    assert got == pytest.approx(want, rel=1e-12)

@@ -94,7 +94,105 @@ def capacities(inst: Instance) -> dict:
             cap[("g", g.id)] = 1
     for T in node_subsets(inst):
         cap[("set", T)] = sum(len(cl.node[v].gpus) for v in T)
+    if GROUP_PATTERNS:
+        for T in node_groups(inst):
+            if len(T) >= 2:
+                cap[("set", T)] = sum(len(cl.node[v].gpus) for v in T)
     return cap
+
+
+GROUP_PATTERNS = True   # spread classes split by GPU count per node group (see spread_pattern_options)
+PATTERN_LIMIT = 64      # most patterns per job and size; beyond it the single ("spread", n) class
+
+
+def node_groups(inst: Instance) -> list[tuple[str, ...]]:
+    """Nodes grouped by their set of GPU types (a partition of the nodes, in node order)."""
+    by: dict = {}
+    for nd in inst.cluster.nodes:
+        by.setdefault(tuple(sorted({g.type for g in nd.gpus})), []).append(nd.name)
+    return [tuple(v) for v in by.values()]
+
+
+def spread_pattern_options(inst: Instance, j: int, n: int) -> list[Option] | None:
+    """Relaxed spread options for ``n`` GPUs over ≥ 2 nodes, one per *group pattern*: c_g GPUs in each
+    node group g (:func:`node_groups`), Σ c_g = n. None when there are more than ``PATTERN_LIMIT``.
+
+    Feasible patterns: c_g ≤ Σ_{v∈g} min(n − 1, h_v) (a spread allocation holds ≤ n − 1 GPUs of a node,
+    h_v = GPUs of v the job can use), and not all n GPUs in a group of one node (that is a single-node
+    allocation). Every spread allocation A has exactly one pattern (its counts per group), and that
+    option is no longer and holds no more than A:
+
+    * duration: :func:`spread_lb`'s candidates with the n rates replaced by the top c_g rates of each
+      group g (A's rates in g are c_g rates of g's GPUs, so Σρ(A) ≤ Σ of the top ones and
+      min ρ(A) ≤ min_g (c_g-th best of g): both formula variants are lower bounds), inter-node comm,
+      locality penalty; the measured candidate per type t uses the GPUs of type t of the used groups
+      (as in :func:`spread_lb`, a superset of A's); divided by the largest cpu_mem speedup.
+    * demands: n on the cluster; c_g on node v when g = {v}, else c_g on the group cumulative
+      ``("set", g)`` (capacity: the GPUs of g) and on each node v of g the proven minimum
+      c_g − Σ_{w∈g∖v} min(n − 1, h_w) when positive.
+
+    So a model with these options instead of the single ``("spread", n)`` class is still a relaxation
+    of the offline class (the mapping of :func:`hybrid_options` with the pattern instead of the class),
+    and tighter: a spread job can no longer use the count of fast GPUs it does not hold.
+    """
+    cl = inst.cluster
+    job = inst.jobs[j]
+    groups = node_groups(inst)
+    h = {nd.name: sum(1 for g in nd.gpus if job.can_use(g.type)) for nd in cl.nodes}
+    capg = [sum(min(n - 1, h[v]) for v in g) for g in groups]
+    pats: list = []
+
+    def rec(i, left, cur):
+        if len(pats) > PATTERN_LIMIT:
+            return
+        if i == len(groups):
+            if left == 0:
+                used = [k for k, c in enumerate(cur) if c]
+                if not (len(used) == 1 and len(groups[used[0]]) == 1):
+                    pats.append(tuple(cur))
+            return
+        for c in range(min(left, capg[i]) + 1):
+            rec(i + 1, left - c, cur + [c])
+
+    rec(0, n, [])
+    if len(pats) > PATTERN_LIMIT:
+        return None
+    pen = cl.locality_penalty
+    out = []
+    for pat in pats:
+        used = [k for k, c in enumerate(pat) if c]
+        nodes = {v for k in used for v in groups[k]}
+        hs = [g for g in hostable(inst, job) if g.node in nodes]
+        rh: list = []
+        for k in used:
+            rg = sorted((rho(job, g) for g in hs if g.node in groups[k]), reverse=True)
+            rh += rg[:pat[k]]
+        cand = [(_compute_lb(job, rh, cl.split) + _comm_lb(job, n, cl.inter_node_gbps)) * pen]
+        if job.ps is None:
+            for t in {g.type for g in hs}:
+                fs = sorted(g.factor(job.job_class) for g in hs if g.type == t)
+                if len(fs) < n:
+                    continue
+                sp = job.measured.get(f"{t}/spread", {})
+                if n in sp:
+                    cand.append(fs[n - 1] / sp[n])
+                elif n in job.measured.get(t, {}):
+                    cand.append(fs[n - 1] / job.measured[t][n] * pen)
+        d = job.iterations * min(cand) / max_speedup(job)
+        dem: dict = {("all",): n}
+        for k in used:
+            g, c = groups[k], pat[k]
+            if len(g) == 1:
+                dem[("n", g[0])] = c
+                continue
+            dem[("set", g)] = c
+            for v in g:
+                lo = c - sum(min(n - 1, h[w]) for w in g if w != v)
+                if lo > 0:
+                    dem[("n", v)] = lo
+        out.append(Option(j, d, dem, cls=("spread", n, tuple(sorted(nodes)),
+                                          tuple((groups[k], pat[k]) for k in used))))
+    return out
 
 
 SPREAD_SUPPORTS = False   # off by default: at 5 s CP-SAT got worse incumbents on 8x6/16x10 (docs)
@@ -154,6 +252,10 @@ def spread_options(inst: Instance, j: int, n: int, max_nodes: int = SUPPORT_NODE
                     if sum(min(n - 1, h[v]) for v in S) >= n]
     else:
         supports = [None]
+        if GROUP_PATTERNS:
+            pats = spread_pattern_options(inst, j, n)
+            if pats is not None:
+                return pats
     for S in supports:
         d = spread_lb(inst, job, n, None if S is None else set(S))
         if d is None:

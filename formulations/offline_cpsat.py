@@ -15,7 +15,10 @@ Two models over the option structure of :mod:`formulations.offline_candidates`:
   overhead, no locality penalty on one node); per-node and cluster GPU-count cumulatives. Every
   offline schedule maps onto a feasible solution of it with no larger completion times, so its
   proven bound is a bound of the offline class, whatever the size of the instance. Its solution is
-  decoded (order + class) into concrete GPUs by list scheduling.
+  decoded (order + class) into concrete GPUs by list scheduling. Spread allocations are split by
+  their GPU count per node group (:func:`offline_candidates.spread_pattern_options`), still a relaxation.
+* **exact node decode** (incumbents): a solution's node assignment solved exactly per node
+  (:func:`node_decode`).
 
 Times are integers in units ``u``. Bound side: durations and release dates are rounded DOWN, which
 keeps every offline schedule feasible (floor(s)+floor(p) ≤ floor(s+p); a set of jobs active at an
@@ -78,6 +81,7 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
     (variability) remain relaxed. ``set_cumulatives``: GPU-count cumulatives over the nodes
     of a node set T (``("set", T)`` in ``resources``, :func:`offline_candidates.node_subsets`;
     spread options carry their own proven lower-bound demand on T, others their GPU count on T).
+
     """
     u = unit or _unit(inst, opts)
     cap = oc.capacities(inst)
@@ -179,6 +183,116 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
     return out
 
 
+def node_exact(inst: Instance, mixed, v: str, S, unit: float, *, time_limit, threads: int, seed: int,
+             hint: dict | None = None):
+    """Exact model of the jobs S on node v alone: ``(R, sol)``. R (seconds) ≤ Σ_{j∈S} C_j of every offline
+    schedule in which every job of S runs on node v alone (as a logic-based Benders cut in the
+    class/hybrid models it did not pay off, see docs/oracle-offline.md; incumbents: :func:`node_decode`).
+
+    Proof of R: such a schedule restricted to S is a schedule of S on v alone (release dates, each GPU
+    of v used by one job at a time, v's CPU/memory); removing the other jobs and the resources of other
+    nodes only relaxes it. ``mixed`` holds every single-node allocation of each job on v
+    (:func:`offline_candidates.node_complete_options`, complete up to dominance), so the exact option
+    model of S on v in unit u (rounded down as every model) has an optimum ≤ that restriction's rounded
+    Σ e_j ≤ Σ C_j/u, and CP-SAT's proven bound L on it is ≤ its optimum: R = L·u. R = inf when some job
+    has no single-node allocation on v.
+    ``sol``: the sub-model solution {j: (option of ``mixed[j]`` on v, start units)} or None.
+    ``hint``: {j: (allocation, start seconds)} (a previous schedule's jobs on v).
+    """
+    S = list(S)
+    sub = inst.replace_jobs([inst.jobs[j] for j in S])
+    sopts = [[o for o in mixed[j] if o.alloc is not None and oc._single_node(o.alloc) == v] for j in S]
+    if any(not ol for ol in sopts):
+        return math.inf, None
+    gpus = {("g", g.id) for g in inst.cluster.node[v].gpus}
+    res = gpus | {("n", v)} | {r for r in oc.binding_resources(sub, sopts) if r[1] == v}
+    h = None
+    if hint:
+        h = {}
+        for i, j in enumerate(S):
+            if j in hint:
+                a, st = hint[j]
+                k = next((k for k, o in enumerate(sopts[i]) if o.alloc == a), None)
+                if k is not None:
+                    h[i] = (k, st)
+    sol = build_and_solve(sub, sopts, res, time_limit=time_limit, threads=threads, seed=seed, unit=unit, hint=h)
+    b = sol["bound_units"]
+    R = b if not math.isfinite(b) else math.ceil(b - 1e-6) * sol["unit"]
+    out = None
+    if sol["choice"] is not None:
+        out = {j: (sopts[i][sol["choice"][i]], sol["start"][i]) for i, j in enumerate(S)}
+    return R, out
+
+
+def node_decode(inst: Instance, mixed, assign: dict, order_key: dict, unit: float, *, deadline, threads: int,
+                seed: int, hint: Schedule | None = None, per_node: float | None = 3.0):
+    """Exact decode of a node assignment (incumbents only): the jobs that ``assign`` puts on node v alone
+    (j → v; other jobs, j → None, are spread and take their fastest free spread set) are scheduled
+    exactly on v by :func:`node_exact`'s model (every single-node GPU set, ≤ ``per_node`` s a node,
+    hinted with ``hint``'s allocations; no limit when ``per_node`` and ``deadline`` are None); the
+    per-node solutions (options + start order, spread jobs at ``order_key``) are re-timed by the
+    simulator and replayed. Returns (schedule, replay) or (None, None)."""
+    n = len(inst.jobs)
+    hs = {}
+    if hint is not None:
+        for seg in hint.segments:
+            hs[inst.index[seg.job]] = (seg.alloc, seg.start)
+    choice: list = [None] * n
+    start: list = [None] * n
+    vs = sorted({x for x in assign.values() if x is not None}, key=lambda v: sum(x == v for x in assign.values()))
+    for i, v in enumerate(vs):
+        S = [j for j in range(n) if assign[j] == v]
+        tl = per_node
+        if deadline is not None:   # what is left, shared by the nodes still to solve (smallest first)
+            tl = min(math.inf if tl is None else tl, (deadline - time.perf_counter()) / (len(vs) - i))
+            if tl < 0.05:
+                return (None, None)
+        _, sol = node_exact(inst, mixed, v, S, unit, time_limit=tl, threads=threads, seed=seed, hint=hs)
+        if sol is None:
+            return (None, None)
+        for j, (o, st) in sol.items():
+            choice[j] = mixed[j].index(o)
+            start[j] = st
+    for j in range(n):
+        if choice[j] is None:
+            n_j = order_key[j][1]
+            k = next((k for k, o in enumerate(mixed[j]) if o.cls is not None and o.cls[0] == "spread"
+                      and o.cls[1] == n_j), None)
+            if k is None:
+                return (None, None)
+            choice[j] = k
+            start[j] = order_key[j][0]
+    return decode(inst, mixed, {"choice": choice, "start": start}, SOLVER)
+
+
+def assignment_of(inst: Instance, opts, sol, unit: float) -> tuple[dict, dict]:
+    """(j → node or None, j → (start units, size)) of a model solution."""
+    a, key = {}, {}
+    for j, k in enumerate(sol["choice"]):
+        o = opts[j][k]
+        a[j] = _on_node(o)
+        size = o.cls[1] if (o.cls is not None and o.cls[0] == "spread") else (
+            o.cls[2] if o.cls is not None else len(o.alloc.gpus))
+        key[j] = (sol["start"][j] * sol["unit"] / unit, size)
+    return a, key
+
+
+def assignment_of_schedule(inst: Instance, sched: Schedule, unit: float) -> tuple[dict, dict]:
+    a, key = {}, {}
+    for seg in sched.segments:
+        j = inst.index[seg.job]
+        a[j] = oc._single_node(seg.alloc)
+        key[j] = (math.floor(seg.start / unit), len(seg.alloc.gpus))
+    return a, key
+
+
+def _on_node(o) -> str | None:
+    """The node an option keeps the job on alone (class ("node", v, n) or a single-node GPU set), else None."""
+    if o.cls is not None:
+        return o.cls[1] if o.cls[0] == "node" else None
+    return oc._single_node(o.alloc)
+
+
 def bound_from_units(inst: Instance, b: float, u: float) -> float:
     """Objective lower bound from the rounded model's bound (see the module docstring)."""
     jobs = inst.jobs
@@ -207,11 +321,27 @@ def hint_assignment(inst: Instance, opts, sched: Schedule | None) -> dict | None
             if o.alloc is not None and o.alloc == seg.alloc:
                 k = kk
                 break
+            if o.cls is not None and len(o.cls) > 3:      # group pattern: same GPU count per node group
+                if _pattern_of(seg.alloc, o.cls) == o.cls[3]:
+                    k = kk
+                    break
+                continue
             if o.cls is not None and _same_class(o.cls, class_of(seg.alloc)):
                 k = kk
                 break
         out[j] = (k, seg.start)
     return out
+
+
+def _pattern_of(alloc, cls: tuple) -> tuple | None:
+    """GPU counts of a spread allocation per node group of ``cls[3]`` (None when not that pattern's size)."""
+    nodes = [g.split(":", 1)[0] for g in alloc.gpus]
+    if len(set(nodes)) < 2 or len(nodes) != cls[1]:
+        return None
+    groups = [g for g, _ in cls[3]]
+    if any(not any(v in g for g in groups) for v in nodes):
+        return None
+    return tuple((g, sum(v in g for v in nodes)) for g in groups)
 
 
 def class_of(alloc) -> tuple:
@@ -379,7 +509,8 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
           hint: Schedule | None = None, relaxed_share: float = 0.5,
           node_complete: bool = True, warm: bool = True, ls_share: float = 0.05,
           hybrid_rounds: int = 12, hybrid_share: float = 0.3, hybrid_add: int = 300,
-          lns_share: float = 0.15, hybrid_stop: float = 0.4, hybrid_per_node: bool = True) -> Result:
+          lns_share: float = 0.15, hybrid_stop: float = 0.4, hybrid_per_node: bool = True,
+          node_decode_share: float = 0.05) -> Result:
     """Offline oracle by CP-SAT. See the module docstring for the models and what ``status`` means.
 
     Large instances, in order: greedy; list-scheduling local search (``ls_share`` of the limit);
@@ -387,7 +518,9 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     ``hybrid_rounds``, each ``hybrid_share`` of what is left, none started after ``hybrid_stop`` of
     the limit, ≤ ``hybrid_add`` new options a round; ``hybrid_per_node``: a cheater becomes exact
     only on the node the model put it on, :func:`offline_candidates.hybrid_node_options`); local search again; LNS in the exact option
-    model (``lns_share`` of what is left); node-exact model for the rest. The bound is the max of
+    model (``lns_share`` of what is left); node-exact model for the rest. The node assignments of the
+    class solution, of each hybrid solution and of the incumbent before the node-exact phase are also
+    decoded exactly per node (:func:`node_decode`, ``node_decode_share`` of the limit each). The bound is the max of
     the proven bounds of the class, hybrid and node-exact models, the preemptive LP and the per-job
     bound (all relaxations); incumbents are re-timed and replayed. ``Result.params["phases"]``
     lists per phase the CP-SAT status, bound, best objective and elapsed time.
@@ -447,6 +580,20 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         best = better(best, decode(inst, classes, sol, SOLVER))
     params["model"] = "relaxed"
     _phase(params, "relaxed", sol, lb, best, t0)
+    u_mix = _unit(inst, mixed_opts) if mixed_opts is not None else None
+
+    def exact_decode(opts_, sol_, best_, share=node_decode_share):
+        # exact decode of a model solution's node assignment (every single-node GPU set, per node)
+        if not node_decode_share or u_mix is None or sol_.get("choice") is None or not _open(_obj(best_), lb):
+            return best_
+        dl = None if time_limit is None else time.perf_counter() + min(left(), share * time_limit)
+        a, key = assignment_of(inst, opts_, sol_, u_mix)
+        return better(best_, node_decode(inst, mixed_opts, a, key, u_mix, deadline=dl, threads=threads, seed=seed,
+                                         hint=best_[0], per_node=None if time_limit is None else 3.0))
+
+    if sol["choice"] is not None:
+        best = exact_decode(classes, sol, best)
+        _phase(params, "node-decode", {"status": "-"}, lb, best, t0)
     obj = best[1].objective if best[1] is not None else math.inf
     if mixed_opts is not None and hybrid_rounds and sol["status"] == "OPTIMAL":
         # lazy variability: jobs whose relaxed class duration the decoded solution does not reach get
@@ -501,6 +648,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
             lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
             if sol["choice"] is not None:
                 best = better(best, decode(inst, hyb, sol, SOLVER))
+                best = exact_decode(hyb, sol, best)
                 if use_ls:
                     order = sorted(range(len(cnt)), key=lambda j: (sol["start"][j], j))
                     al = {j: hyb[j][k].alloc for j, k in enumerate(sol["choice"]) if hyb[j][k].alloc is not None}
@@ -521,6 +669,13 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
                    threads, seed)
         obj = _obj(best)
         _phase(params, "lns", {"status": "-"}, lb, best, t0)
+    if mixed_opts is not None and best[0] is not None and _open(obj, lb):
+        a, key = assignment_of_schedule(inst, best[0], u_mix)
+        dl = None if time_limit is None else time.perf_counter() + min(left(), node_decode_share * time_limit)
+        best = better(best, node_decode(inst, mixed_opts, a, key, u_mix, deadline=dl, threads=threads, seed=seed,
+                                        hint=best[0], per_node=None if time_limit is None else 3.0))
+        obj = _obj(best)
+        _phase(params, "node-decode", {"status": "-"}, lb, best, t0)
     mixed = mixed_opts if node_complete and _open(obj, lb) else None
     if mixed is not None and (left() is None or left() > 0.05):
         # ... then every single-node allocation exactly, spread ones relaxed: still a valid bound,

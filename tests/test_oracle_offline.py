@@ -343,3 +343,86 @@ def test_local_search_and_lns_incumbents_are_replayed(seed):
     assert rep.valid and rep.objective >= opt * (1 - 1e-9)
     best = offline_cpsat.lns(inst, mixed, (sched, rep), res, None, 1, 0, window=3, rounds=3)
     assert best[1].valid and opt * (1 - 1e-9) <= best[1].objective <= rep.objective + 1e-9
+
+
+# ----------------------------------------------------------------------------- group patterns, node cuts
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000), pick=st.integers(0, 10_000))
+def test_group_pattern_options_bound_every_spread_allocation(seed, pick):
+    """Law: a spread allocation's group-pattern option (its GPU count per node group) exists, is no
+    longer and demands no more of any GPU-count resource (node, group, cluster) than it holds."""
+    inst = offline_instance(gpus=12, nodes=4, jobs=3, max_size=8, variability=0.2, locality_penalty=1.4,
+                            cpu_mem=True, ps=seed % 2 == 0, seed=seed, elastic=1.0)
+    assert oc.GROUP_PATTERNS and any(len(g) >= 2 for g in oc.node_groups(inst))
+    cap = oc.capacities(inst)
+    rng = random.Random(pick)
+    for j, job in enumerate(inst.jobs):
+        sizes = [n for n in job.sizes if n >= 2]
+        if not sizes:
+            continue
+        n = rng.choice(sizes)
+        gpus = rng.sample([g.id for g in inst.cluster.gpus], n)
+        nodes = [g.split(":")[0] for g in gpus]
+        if len(set(nodes)) < 2:
+            continue
+        psn = tuple(rng.choice([nd.name for nd in inst.cluster.nodes]) for _ in range(rng.randint(1, job.ps.max_ps))) if job.ps else ()
+        d = duration(job, Allocation(tuple(gpus), psn, *rng.choice(job.level_choices)), inst.cluster)
+        alloc = Allocation(tuple(gpus))
+        opt = [o for o in oc.spread_options(inst, j, n) if offline_cpsat._pattern_of(alloc, o.cls) == o.cls[3]]
+        assert len(opt) == 1
+        o = opt[0]
+        assert o.dur <= d * (1 + 1e-12)
+        held = {("all",): n, **{("n", v): nodes.count(v) for v in set(nodes)},
+                **{r: sum(nodes.count(v) for v in r[1]) for r in cap if r[0] == "set"}}
+        for r, v in o.demand.items():
+            assert v <= held.get(r, 0), (r, v, held)
+
+
+def test_group_pattern_relaxation_below_optimum_with_forced_spread():
+    """Relaxed path with group patterns where jobs must spread: bound ≤ brute-force optimum."""
+    orig = oc.concrete_options
+    for seed in (1, 3):
+        inst = tiny(seed, gpus=6, nodes=3, jobs=3, max_size=4, variability=0.08, locality_penalty=1.3,
+                    cpu_mem=False, ps=False)
+        opt = brute.solve(inst).objective
+        classes = oc.class_options(inst)
+        assert any(len(o.cls) > 3 for ol in classes for o in ol if o.cls[0] == "spread")
+        res = {r for r in oc.capacities(inst) if r[0] in ("n", "all", "set")}
+        sol = offline_cpsat.build_and_solve(inst, classes, res, time_limit=None, threads=1, seed=0)
+        assert sol["status"] == "OPTIMAL"
+        assert offline_cpsat.bound_from_units(inst, sol["bound_units"], sol["unit"]) <= opt * (1 + 1e-9)
+        try:
+            oc.concrete_options = lambda inst, full_limit=64: orig(inst, full_limit=0)
+            r = offline_cpsat.solve(inst, threads=1, seed=0)
+        finally:
+            oc.concrete_options = orig
+        check_valid(inst, r)
+        assert r.lower_bound <= opt * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("seed", (1, 2, 9))
+def test_node_exact_bound_and_node_decode(seed):
+    """The per-node exact model's R (jobs an optimal schedule keeps on one node) is ≤ that schedule's
+    completions; the exact node decode of a class-model solution is a valid replayed schedule ≥ the
+    optimum."""
+    inst = tiny(seed, gpus=4, nodes=2, jobs=4, max_size=2, variability=0.08, locality_penalty=1.3)
+    ref = brute.solve(inst)
+    opt = ref.objective
+    mixed, classes = oc.node_complete_options(inst), oc.class_options(inst)
+    u = offline_cpsat._unit(inst, classes)
+    nodes = [nd.name for nd in inst.cluster.nodes]
+    comp = {inst.index[k]: c for k, c in replay(inst, ref.schedule.with_claim(None)).completion.items()}
+    on = {inst.index[s.job]: oc._single_node(s.alloc) for s in ref.schedule.segments}
+    for v in nodes:
+        S = [j for j in range(len(inst.jobs)) if on[j] == v]
+        if S:
+            L, _ = offline_cpsat.node_exact(inst, mixed, v, S, u, time_limit=None, threads=1, seed=0)
+            assert L <= sum(comp[j] for j in S) * (1 + 1e-9)
+    res = {r for r in oc.capacities(inst) if r[0] in ("n", "all", "set")}
+    sol = offline_cpsat.build_and_solve(inst, classes, res, time_limit=None, threads=1, seed=0, unit=u)
+    a, key = offline_cpsat.assignment_of(inst, classes, sol, u)
+    sched, rep = offline_cpsat.node_decode(inst, mixed, a, key, u, deadline=None, threads=1, seed=0)
+    if sched is not None:
+        assert rep.valid and rep.objective >= opt * (1 - 1e-9)

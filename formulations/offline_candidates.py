@@ -157,7 +157,6 @@ def spread_pattern_options(inst: Instance, j: int, n: int) -> list[Option] | Non
     rec(0, n, [])
     if len(pats) > PATTERN_LIMIT:
         return None
-    pen = cl.locality_penalty
     out = []
     for pat in pats:
         used = [k for k, c in enumerate(pat) if c]
@@ -167,18 +166,7 @@ def spread_pattern_options(inst: Instance, j: int, n: int) -> list[Option] | Non
         for k in used:
             rg = sorted((rho(job, g) for g in hs if g.node in groups[k]), reverse=True)
             rh += rg[:pat[k]]
-        cand = [(_compute_lb(job, rh, cl.split) + _comm_lb(job, n, cl.inter_node_gbps)) * pen]
-        if job.ps is None:
-            for t in {g.type for g in hs}:
-                fs = sorted(g.factor(job.job_class) for g in hs if g.type == t)
-                if len(fs) < n:
-                    continue
-                sp = job.measured.get(f"{t}/spread", {})
-                if n in sp:
-                    cand.append(fs[n - 1] / sp[n])
-                elif n in job.measured.get(t, {}):
-                    cand.append(fs[n - 1] / job.measured[t][n] * pen)
-        d = job.iterations * min(cand) / max_speedup(job)
+        d = _spread_duration_lb(job, cl, n, rh, hs)
         dem: dict = {("all",): n}
         for k in used:
             g, c = groups[k], pat[k]
@@ -585,6 +573,15 @@ def spread_lb(inst: Instance, job: Job, n: int, nodes: set | None = None) -> flo
     if n < 2 or len(hs) < n or len({g.node for g in hs}) < 2:
         return None
     rh = sorted((rho(job, g) for g in hs), reverse=True)[:n]
+    return _spread_duration_lb(job, cl, n, rh, hs)
+
+
+def _spread_duration_lb(job: Job, cl, n: int, rh: list, hs: list) -> float:
+    """Duration lower bound of a spread allocation of ``n`` GPUs whose rates, matched one to one with
+    ``rh``, are each at most their match, and whose GPUs lie in ``hs``: the model formula with inter-node
+    communication and the locality penalty, or a measured single-type table (``t/spread``, else the
+    one-node table times the penalty) at the n-th smallest factor of type t in ``hs``; the smaller
+    candidate, divided by the largest cpu_mem speedup."""
     pen = cl.locality_penalty
     cand = [(_compute_lb(job, rh, cl.split) + _comm_lb(job, n, cl.inter_node_gbps)) * pen]
     if job.ps is None:

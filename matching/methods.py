@@ -93,6 +93,12 @@ def market_failure(e: Exception, t0: float, solver: str) -> Result:
     return Result(None, None, None, status, time.perf_counter() - t0, solver, VERSION, {"error": str(e)})
 
 
+def price_bound(inst: Instance, menu: Menu, lam: np.ndarray) -> float | None:
+    """The Lagrangian bound of prices λ on Σ durations (mean × J), or None where the aggregate menu
+    relaxation does not bound the instance (:func:`bound_valid`)."""
+    return dual_bound(menu.D, menu.C.astype(float), menu.cap, lam) if bound_valid(inst) else None
+
+
 def meets_bound(menu: Menu, choice, lb_sum: float | None) -> bool:
     """Whether ``choice`` (aggregate-feasible) attains a valid lower bound ``lb_sum`` of Σ durations:
     then no other choice is better and searching further is wasted work."""
@@ -159,8 +165,7 @@ def matching(inst: Instance, *, time_limit: float | None = None, threads: int = 
         from .search import reference
 
         ref = reference(menu)
-    valid = bound_valid(inst)
-    lb_sum = dual_bound(menu.D, menu.C.astype(float), menu.cap, lam) if valid else None
+    lb_sum = price_bound(inst, menu, lam)
     # exact categories and a cleared choice that attains the bound: optimal, nothing to search
     certified = fairness <= 0 and menu.exact_packing and meets_bound(menu, choice, lb_sum)
     if width > 0 and fairness <= 0 and not certified:
@@ -176,7 +181,7 @@ def matching(inst: Instance, *, time_limit: float | None = None, threads: int = 
         ok = False
     else:
         allocs, ok = _realize(inst, menu, choice)
-    return finish(inst, "matching", allocs, t0, lb, valid,
+    return finish(inst, "matching", allocs, t0, lb, lb_sum is not None,
                   {"prices": [float(x) for x in lam], "inner": inner, "width": width}, "matching/market")
 
 

@@ -25,9 +25,8 @@ import numpy as np
 from jctlab.errors import InputError
 from jctlab.model import Schedule
 from jctlab.result import Result
-from matching.methods import (VERSION, _realize, bound_valid, check_static, finish, market_choice,
-                              market_failure, meets_bound, objective_menu)
-from matching.market import dual_bound
+from matching.methods import (VERSION, _realize, check_static, finish, market_choice, market_failure,
+                              meets_bound, objective_menu, price_bound)
 from matching.search import beam as beam_fn
 from matching.search import polish as polish_fn
 from matching.search import reference, score
@@ -147,8 +146,7 @@ def sampling(inst, *, time_limit: float | None = None, threads: int = 1, seed: i
         return market_failure(e, t0, "samplers/sampling")
     ref = reference(menu) if fairness > 0 else None
     deadline = None if time_limit is None else t0 + time_limit
-    valid = bound_valid(inst)
-    lb_sum = dual_bound(menu.D, menu.C.astype(float), menu.cap, lam) if valid else None
+    lb_sum = price_bound(inst, menu, lam)
     fast = inner == "batch" and fairness <= 0
     if fairness <= 0 and menu.exact_packing and meets_bound(menu, market_ch, lb_sum):
         # categories are exact and the market's cleared choice attains the Lagrangian bound: it is
@@ -178,4 +176,4 @@ def sampling(inst, *, time_limit: float | None = None, threads: int = 1, seed: i
     allocs, _ = _realize(inst, menu, best)
     params = dict(stats, samples=samples, sampler=sampler, fairness=fairness, seed=seed, inner=inner,
                   guarantee_eps05=guarantee(samples, 0.05))
-    return finish(inst, "sampling", allocs, t0, lb, valid, params, f"samplers/{sampler}")
+    return finish(inst, "sampling", allocs, t0, lb, lb_sum is not None, params, f"samplers/{sampler}")

@@ -229,14 +229,10 @@ def test_spread_support_options_bound_every_spread_allocation(seed, pick):
         oc.SPREAD_SUPPORTS = old
 
 
-def _check_spread_supports(seed, pick):
-    inst = offline_instance(gpus=12, nodes=4, jobs=3, max_size=8, variability=0.2, locality_penalty=1.4,
-                            cpu_mem=True, ps=seed % 2 == 0, seed=seed, elastic=1.0)
-    d = inst.to_dict()
-    d["jobs"][0]["sizes"] = [1, 2, 4, 8]       # a size above every node: supports are used
-    inst = Instance.from_dict(d)
-    rng = random.Random(pick)
-    subsets = oc.node_subsets(inst)
+
+def _random_spread_allocations(inst, rng):
+    """Per job with a size ≥ 2: a random allocation of such a size over ≥ 2 nodes (random PS nodes and
+    cpu_mem level): (job index, size, GPU ids, their nodes, exact duration)."""
     for j, job in enumerate(inst.jobs):
         sizes = [n for n in job.sizes if n >= 2]
         if not sizes:
@@ -248,6 +244,18 @@ def _check_spread_supports(seed, pick):
             continue
         psn = tuple(rng.choice([nd.name for nd in inst.cluster.nodes]) for _ in range(rng.randint(1, job.ps.max_ps))) if job.ps else ()
         d = duration(job, Allocation(tuple(gpus), psn, *rng.choice(job.level_choices)), inst.cluster)
+        yield j, n, gpus, nodes, d
+
+
+def _check_spread_supports(seed, pick):
+    inst = offline_instance(gpus=12, nodes=4, jobs=3, max_size=8, variability=0.2, locality_penalty=1.4,
+                            cpu_mem=True, ps=seed % 2 == 0, seed=seed, elastic=1.0)
+    d = inst.to_dict()
+    d["jobs"][0]["sizes"] = [1, 2, 4, 8]       # a size above every node: supports are used
+    inst = Instance.from_dict(d)
+    rng = random.Random(pick)
+    subsets = oc.node_subsets(inst)
+    for j, n, gpus, nodes, d in _random_spread_allocations(inst, rng):
         sup = tuple(sorted(set(nodes)))
         opt = [o for o in oc.spread_options(inst, j, n) if o.cls[2] == sup]
         assert len(opt) == 1
@@ -358,17 +366,7 @@ def test_group_pattern_options_bound_every_spread_allocation(seed, pick):
     assert oc.GROUP_PATTERNS and any(len(g) >= 2 for g in oc.node_groups(inst))
     cap = oc.capacities(inst)
     rng = random.Random(pick)
-    for j, job in enumerate(inst.jobs):
-        sizes = [n for n in job.sizes if n >= 2]
-        if not sizes:
-            continue
-        n = rng.choice(sizes)
-        gpus = rng.sample([g.id for g in inst.cluster.gpus], n)
-        nodes = [g.split(":")[0] for g in gpus]
-        if len(set(nodes)) < 2:
-            continue
-        psn = tuple(rng.choice([nd.name for nd in inst.cluster.nodes]) for _ in range(rng.randint(1, job.ps.max_ps))) if job.ps else ()
-        d = duration(job, Allocation(tuple(gpus), psn, *rng.choice(job.level_choices)), inst.cluster)
+    for j, n, gpus, nodes, d in _random_spread_allocations(inst, rng):
         alloc = Allocation(tuple(gpus))
         opt = [o for o in oc.spread_options(inst, j, n) if offline_cpsat._pattern_of(alloc, o.cls) == o.cls[3]]
         assert len(opt) == 1

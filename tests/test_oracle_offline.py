@@ -247,6 +247,16 @@ def _random_spread_allocations(inst, rng):
         yield j, n, gpus, nodes, d
 
 
+def _assert_bounds_allocation(o, d, n, nodes, node_sets):
+    """Option ``o`` is no longer than ``d`` and demands no more of the cluster, of any node and of any
+    node set in ``node_sets`` than an allocation of ``n`` GPUs on ``nodes`` holds."""
+    assert o.dur <= d * (1 + 1e-12)
+    held = {("all",): n, **{("n", v): nodes.count(v) for v in set(nodes)},
+            **{("set", T): sum(nodes.count(v) for v in T) for T in node_sets}}
+    for r, v in o.demand.items():
+        assert v <= held.get(r, 0), (r, v, held)
+
+
 def _check_spread_supports(seed, pick):
     inst = offline_instance(gpus=12, nodes=4, jobs=3, max_size=8, variability=0.2, locality_penalty=1.4,
                             cpu_mem=True, ps=seed % 2 == 0, seed=seed, elastic=1.0)
@@ -259,12 +269,7 @@ def _check_spread_supports(seed, pick):
         sup = tuple(sorted(set(nodes)))
         opt = [o for o in oc.spread_options(inst, j, n) if o.cls[2] == sup]
         assert len(opt) == 1
-        o = opt[0]
-        assert o.dur <= d * (1 + 1e-12)
-        held = {("all",): n, **{("n", v): nodes.count(v) for v in set(nodes)},
-                **{("set", T): sum(nodes.count(v) for v in T) for T in subsets}}
-        for r, v in o.demand.items():
-            assert v <= held.get(r, 0), (r, v, held)
+        _assert_bounds_allocation(opt[0], d, n, nodes, subsets)
 
 
 def test_spread_support_relaxation_below_optimum_with_forced_spread(supports):
@@ -370,12 +375,7 @@ def test_group_pattern_options_bound_every_spread_allocation(seed, pick):
         alloc = Allocation(tuple(gpus))
         opt = [o for o in oc.spread_options(inst, j, n) if offline_cpsat._pattern_of(alloc, o.cls) == o.cls[3]]
         assert len(opt) == 1
-        o = opt[0]
-        assert o.dur <= d * (1 + 1e-12)
-        held = {("all",): n, **{("n", v): nodes.count(v) for v in set(nodes)},
-                **{r: sum(nodes.count(v) for v in r[1]) for r in cap if r[0] == "set"}}
-        for r, v in o.demand.items():
-            assert v <= held.get(r, 0), (r, v, held)
+        _assert_bounds_allocation(opt[0], d, n, nodes, [r[1] for r in cap if r[0] == "set"])
 
 
 def test_group_pattern_relaxation_below_optimum_with_forced_spread():

@@ -81,7 +81,6 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
     (variability) remain relaxed. ``set_cumulatives``: GPU-count cumulatives over the nodes
     of a node set T (``("set", T)`` in ``resources``, :func:`offline_candidates.node_subsets`;
     spread options carry their own proven lower-bound demand on T, others their GPU count on T).
-
     """
     u = unit or _unit(inst, opts)
     cap = oc.capacities(inst)
@@ -582,17 +581,23 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     _phase(params, "relaxed", sol, lb, best, t0)
     u_mix = _unit(inst, mixed_opts) if mixed_opts is not None else None
 
-    def exact_decode(opts_, sol_, best_, share=node_decode_share):
-        # exact decode of a model solution's node assignment (every single-node GPU set, per node)
-        if not node_decode_share or u_mix is None or sol_.get("choice") is None or not _open(_obj(best_), lb):
+    def exact_decode(best_, opts_=None, sol_=None):
+        # exact decode (every single-node GPU set, per node) of the node assignment of a model
+        # solution (opts_, sol_), or without one of the incumbent schedule best_[0]
+        if not node_decode_share or u_mix is None or not _open(_obj(best_), lb):
             return best_
-        dl = None if time_limit is None else time.perf_counter() + min(left(), share * time_limit)
-        a, key = assignment_of(inst, opts_, sol_, u_mix)
+        if sol_ is not None:
+            a, key = assignment_of(inst, opts_, sol_, u_mix)
+        elif best_[0] is not None:
+            a, key = assignment_of_schedule(inst, best_[0], u_mix)
+        else:
+            return best_
+        dl = None if time_limit is None else time.perf_counter() + min(left(), node_decode_share * time_limit)
         return better(best_, node_decode(inst, mixed_opts, a, key, u_mix, deadline=dl, threads=threads, seed=seed,
                                          hint=best_[0], per_node=None if time_limit is None else 3.0))
 
     if sol["choice"] is not None:
-        best = exact_decode(classes, sol, best)
+        best = exact_decode(best, classes, sol)
         _phase(params, "node-decode", {"status": "-"}, lb, best, t0)
     obj = best[1].objective if best[1] is not None else math.inf
     if mixed_opts is not None and hybrid_rounds and sol["status"] == "OPTIMAL":
@@ -648,7 +653,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
             lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
             if sol["choice"] is not None:
                 best = better(best, decode(inst, hyb, sol, SOLVER))
-                best = exact_decode(hyb, sol, best)
+                best = exact_decode(best, hyb, sol)
                 if use_ls:
                     order = sorted(range(len(cnt)), key=lambda j: (sol["start"][j], j))
                     al = {j: hyb[j][k].alloc for j, k in enumerate(sol["choice"]) if hyb[j][k].alloc is not None}
@@ -670,10 +675,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         obj = _obj(best)
         _phase(params, "lns", {"status": "-"}, lb, best, t0)
     if mixed_opts is not None and best[0] is not None and _open(obj, lb):
-        a, key = assignment_of_schedule(inst, best[0], u_mix)
-        dl = None if time_limit is None else time.perf_counter() + min(left(), node_decode_share * time_limit)
-        best = better(best, node_decode(inst, mixed_opts, a, key, u_mix, deadline=dl, threads=threads, seed=seed,
-                                        hint=best[0], per_node=None if time_limit is None else 3.0))
+        best = exact_decode(best)
         obj = _obj(best)
         _phase(params, "node-decode", {"status": "-"}, lb, best, t0)
     mixed = mixed_opts if node_complete and _open(obj, lb) else None

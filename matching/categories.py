@@ -167,8 +167,8 @@ def build_menu(inst: Instance, jobs: Sequence[int] | None = None,
             mkey = (key, sig, shape, max_size, prune) if cacheable else None
             hit = _MENU_CACHE.get(mkey) if mkey is not None else None
             if hit is None:
-                speed_key = (key, sig) if cacheable else None
-                hit = _job_options(job, types, cap, canonical, cl, max_size, prune, speed_key,
+                cache_key = (key, sig) if cacheable else None
+                hit = _job_options(job, types, cap, canonical, cl, max_size, prune, cache_key,
                                    _shape_ok(shape, node_cnt) if cacheable else None)
                 if mkey is not None:
                     if len(_MENU_CACHE) > _CACHE_MAX:
@@ -200,12 +200,12 @@ def build_menu(inst: Instance, jobs: Sequence[int] | None = None,
 
 _MENU_CACHE: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 _COMP_CACHE: dict[tuple, list[tuple[int, ...]]] = {}
-_ENUM_CACHE: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+_ENUM_CACHE: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}   # (counts, local, covers)
 _CACHE_MAX = 200_000
 
 
 def clear_caches() -> None:
-    """Forget every cached duration and option list (for cold-start timings)."""
+    """Forget every cached option list, pair enumeration and composition (for cold-start timings)."""
     _MENU_CACHE.clear()
     _COMP_CACHE.clear()
     _ENUM_CACHE.clear()
@@ -262,7 +262,7 @@ def _compositions(n: int, caps: tuple[int, ...]) -> list[tuple[int, ...]]:
 
 
 def _job_options(job: Job, types: list[str], cap: np.ndarray, canonical, cl, max_size, prune,
-                 speed_key: tuple | None = None, shape_ok=None):
+                 cache_key: tuple | None = None, shape_ok=None):
     usable = [t for t in types if job.can_use(t)]
     uix = [types.index(t) for t in usable]
     ucap = tuple(int(cap[i]) for i in uix)
@@ -271,9 +271,9 @@ def _job_options(job: Job, types: list[str], cap: np.ndarray, canonical, cl, max
     ps = job.ps is not None
     cs, base, loc = [], [], []
     cover = None
-    if speed_key is not None:
+    if cache_key is not None:
         # (c, local) pairs with a canonical allocation, per (node shape, usable types, sizes)
-        ekey = (speed_key[1], shape_ok.shape, tuple(uix), tuple(job.sizes), max_size)
+        ekey = (cache_key[1], shape_ok.shape, tuple(uix), tuple(job.sizes), max_size)
         pairs = _ENUM_CACHE.get(ekey)
         if pairs is None:
             lst = [(c, local) for c in _vectors(job.sizes, total, max_size, ucap, uix, T)

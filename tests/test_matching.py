@@ -272,8 +272,8 @@ def test_cli_solve(tmp_path):
 
 
 def test_cached_menus_equal_uncached_durations():
-    # the process-wide caches (durations per (profile, type counts, local/spread); option lists per
-    # node-count shape) give exactly the menu that fresh jctlab.speed calls give
+    # vectorized pricing and the process-wide caches (option lists per profile and node-count shape)
+    # give the menu that fresh jctlab.speed calls on canonical allocations give
     from matching import categories as mc
 
     for seed, g in [(3, 32), (4, 48), (5, 24)]:

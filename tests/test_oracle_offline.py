@@ -230,6 +230,17 @@ def test_spread_support_options_bound_every_spread_allocation(seed, pick):
 
 
 
+
+def _solve_relaxed_path(inst):
+    """offline_cpsat.solve with concrete options switched off (the large-instance, relaxed path)."""
+    orig = oc.concrete_options
+    try:
+        oc.concrete_options = lambda inst, full_limit=64: orig(inst, full_limit=0)
+        return offline_cpsat.solve(inst, threads=1, seed=0)
+    finally:
+        oc.concrete_options = orig
+
+
 def _random_spread_allocations(inst, rng):
     """Per job with a size ≥ 2: a random allocation of such a size over ≥ 2 nodes (random PS nodes and
     cpu_mem level): (job index, size, GPU ids, their nodes, exact duration)."""
@@ -275,16 +286,11 @@ def _check_spread_supports(seed, pick):
 def test_spread_support_relaxation_below_optimum_with_forced_spread(supports):
     """Relaxed path where jobs must spread (size-4 jobs on 2-GPU nodes): bound ≤ brute-force optimum,
     incumbent decoded from supports replays valid."""
-    orig = oc.concrete_options
     for seed in (1, 3):
         inst = tiny(seed, gpus=4, nodes=2, jobs=4, max_size=4, variability=0.08, locality_penalty=1.3,
                     cpu_mem=False, ps=False)
         opt = brute.solve(inst).objective
-        try:
-            oc.concrete_options = lambda inst, full_limit=64: orig(inst, full_limit=0)
-            r = offline_cpsat.solve(inst, threads=1, seed=0)
-        finally:
-            oc.concrete_options = orig
+        r = _solve_relaxed_path(inst)
         check_valid(inst, r)
         assert r.lower_bound <= opt * (1 + 1e-9)
         assert r.objective >= opt * (1 - 1e-9)
@@ -380,7 +386,6 @@ def test_group_pattern_options_bound_every_spread_allocation(seed, pick):
 
 def test_group_pattern_relaxation_below_optimum_with_forced_spread():
     """Relaxed path with group patterns where jobs must spread: bound ≤ brute-force optimum."""
-    orig = oc.concrete_options
     for seed in (1, 3):
         inst = tiny(seed, gpus=6, nodes=3, jobs=3, max_size=4, variability=0.08, locality_penalty=1.3,
                     cpu_mem=False, ps=False)
@@ -391,11 +396,7 @@ def test_group_pattern_relaxation_below_optimum_with_forced_spread():
         sol = offline_cpsat.build_and_solve(inst, classes, res, time_limit=None, threads=1, seed=0)
         assert sol["status"] == "OPTIMAL"
         assert offline_cpsat.bound_from_units(inst, sol["bound_units"], sol["unit"]) <= opt * (1 + 1e-9)
-        try:
-            oc.concrete_options = lambda inst, full_limit=64: orig(inst, full_limit=0)
-            r = offline_cpsat.solve(inst, threads=1, seed=0)
-        finally:
-            oc.concrete_options = orig
+        r = _solve_relaxed_path(inst)
         check_valid(inst, r)
         assert r.lower_bound <= opt * (1 + 1e-9)
 

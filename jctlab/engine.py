@@ -35,6 +35,8 @@ class _Run:
     restart_until: float
     last: float          # progress integrated up to here
     held_since: float
+    cpu: dict[str, float]  # CPUs and GB held per node (given back on release)
+    mem: dict[str, float]
     version: int = 0
 
 
@@ -168,7 +170,7 @@ class Engine:
         if self.first_start[j] is None:
             self.first_start[j] = t
         nodes = alloc_nodes(alloc)
-        run = _Run(alloc, nodes, base, 1.0, t + restart, t, t)
+        run = _Run(alloc, nodes, base, 1.0, t + restart, t, t, cpu, mem)
         self.running[j] = run
         for n in nodes:
             self.node_jobs[n].add(j)
@@ -245,10 +247,9 @@ class Engine:
             del self.gpu_owner[g]
             self.free[g.split(":", 1)[0]].add(g)
         self.free_total += len(r.alloc.gpus)
-        cpu, mem = self._demand(j, r.alloc)
-        for n, c in cpu.items():
+        for n, c in r.cpu.items():
             self.cpu_used[n] -= c
-            self.mem_used[n] -= mem.get(n, 0.0)
+            self.mem_used[n] -= r.mem.get(n, 0.0)
         for n in r.nodes:
             self.node_jobs[n].discard(j)
         if self._interfere:

@@ -25,6 +25,8 @@ from typing import Sequence
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from .jit import njit
+
 
 # ----------------------------------------------------------------------------- unit demand
 
@@ -172,59 +174,136 @@ def type_market(D: np.ndarray, C: np.ndarray, cap: np.ndarray, max_steps: int = 
 
     At each step the over-demanded set O = {t: demand_t > cap_t} gets a uniform raise θ, the smallest
     at which some job demanding O-GPUs becomes indifferent to an option using fewer of them; the price
-    moves just past it. Returns (prices, choice, steps). Raises ValueError if even the smallest
-    options do not fit (no feasible placement of all jobs).
+    moves just past it (at least by ``rel_step`` of O's highest price: demand need not be monotone,
+    options mix types, and a job can flip between two options forever on exact breakpoints).
+    Returns (prices, choice, steps). Raises ValueError if even the smallest options do not fit (no
+    feasible placement of all jobs), RuntimeError if the prices do not settle.
     """
-    J, O, T = C.shape
+    T = C.shape[2]
     lam = np.zeros(T) if start is None else np.array(start, dtype=float)
-    rows = np.arange(J)
-    steps = 0
-    Cf = C.astype(float)
-    Df = np.asarray(D, dtype=float)
-    fin = np.isfinite(Df)
-    fin_use = fin & (C.sum(axis=2) > 0)
-    per_gpu = (Df / np.maximum(C.sum(axis=2), 1))[fin_use]
-    base_step = 1e-4 * (float(np.median(per_gpu)) if per_gpu.size else 1.0)
-    capf = np.asarray(cap, dtype=float) + 1e-9
-    inf = np.full(Df.shape, np.inf)
+    choice = np.zeros(C.shape[0], dtype=np.int64)
+    code, steps = _auction(np.asarray(D, dtype=float), np.asarray(C), np.asarray(cap, dtype=float) + 1e-9,
+                           lam, choice, float(rel_step), int(max_steps))
+    if code == _NO_FIT:
+        raise ValueError("no placement of every job fits the free GPUs")
+    if code == _NO_CLEAR:
+        raise RuntimeError("type market did not clear (prices diverged or too many steps)")
+    return lam, choice, steps
+
+
+_CLEARED, _NO_FIT, _NO_CLEAR = 0, 1, 2
+
+
+@njit
+def _set_use(D, C, width, mask, uO):
+    """uO[j, o] = GPUs of the types in ``mask`` (a bit set) that option o < width[j] of job j uses;
+    returns Σ_j min over j's real options — more than the set's capacity proves that nothing fits."""
+    J, O, T = C.shape
+    least = 0.0
+    for j in range(J):
+        m = np.inf
+        for o in range(width[j]):
+            u = 0.0
+            for t in range(T):
+                if (mask >> t) & 1:
+                    u += C[j, o, t]
+            uO[j, o] = u
+            if np.isfinite(D[j, o]) and u < m:
+                m = u
+        least += m
+    return least
+
+
+@njit
+def _auction(D, C, cap, lam, choice, rel_step, max_steps):
+    """The ascending auction of :func:`type_market` in place on ``lam`` and ``choice``; returns
+    (_CLEARED | _NO_FIT | _NO_CLEAR, steps). Reduced costs red = D + C·λ are kept up to date
+    incrementally (only the over-demanded prices move, all by the same raise); a job's options past
+    its last finite duration are padding and are skipped. The smallest raise is 1e-4 of the median
+    duration per GPU of the options."""
+    J, O, T = C.shape
+    width = np.ones(J, dtype=np.int64)
+    per_gpu = np.empty(J * O)
+    k = 0
+    for j in range(J):
+        for o in range(O):
+            if np.isfinite(D[j, o]):
+                width[j] = o + 1
+                n = 0
+                for t in range(T):
+                    n += C[j, o, t]
+                if n > 0:
+                    per_gpu[k] = D[j, o] / n
+                    k += 1
+    base_step = 1e-4 * (np.median(per_gpu[:k]) if k > 0 else 1.0)
+    uO = np.empty((J, O))
     if T <= 12:
         # a proof of infeasibility: some set S of types that the jobs' least S-using options overfill
         for mask in range(1, 1 << T):
-            s_ = np.array([(mask >> t) & 1 for t in range(T)], dtype=float)
-            least = np.where(fin, Cf @ s_, np.inf).min(axis=1).sum()
-            if least > float(capf @ s_):
-                raise ValueError("no placement of every job fits the free GPUs")
-    C2 = Cf.reshape(J * O, T)                                   # 2-D: one BLAS call per price vector
-    per_set: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}    # over-demanded set -> (uO, uO or inf)
+            cap_s = 0.0
+            for t in range(T):
+                if (mask >> t) & 1:
+                    cap_s += cap[t]
+            if _set_use(D, C, width, mask, uO) > cap_s:
+                return _NO_FIT, 0
+    red = np.empty((J, O))
+    for j in range(J):
+        for o in range(width[j]):
+            r = D[j, o]
+            for t in range(T):
+                r += C[j, o, t] * lam[t]
+            red[j, o] = r
+    use = np.empty(T)
+    steps = 0
+    last = -1
     while True:
-        red = Df + (C2 @ lam).reshape(J, O)                     # demand at λ (ties: lowest index)
-        choice = red.argmin(axis=1)
-        use = Cf[rows, choice].sum(axis=0)
-        over = use > capf
-        if not over.any():
-            return lam, choice, steps
+        use[:] = 0.0
+        for j in range(J):
+            b = 0
+            for o in range(1, width[j]):
+                if red[j, o] < red[j, b]:
+                    b = o
+            choice[j] = b
+            for t in range(T):
+                use[t] += C[j, b, t]
+        mask = 0
+        cap_o = 0.0
+        for t in range(T):
+            if use[t] > cap[t]:
+                mask |= 1 << t
+                cap_o += cap[t]
+        if mask == 0:
+            return _CLEARED, steps
         steps += 1
         if steps > max_steps:
-            raise RuntimeError("type market did not clear")
-        key = over.tobytes()
-        if key not in per_set:
-            of = over.astype(float)
-            uO = (C2 @ of).reshape(J, O)                        # (J, O) use of over-demanded types
-            uO_fin = np.where(fin, uO, np.inf)
-            if uO_fin.min(axis=1).sum() > float(capf @ of):
-                # every job already needs at least this many GPUs of the over-demanded types: a proof
-                raise ValueError("no placement of every job fits the free GPUs")
-            per_set[key] = (uO, uO_fin)
-        uO, uO_fin = per_set[key]
-        cur_u = uO[rows, choice][:, None]
-        less = uO_fin < cur_u
+            return _NO_CLEAR, steps
+        if mask != last:
+            last = mask
+            if _set_use(D, C, width, mask, uO) > cap_o:
+                return _NO_FIT, steps   # every job already needs more over-demanded GPUs than exist
         # θ: the raise at which some job becomes indifferent to an option using fewer O-GPUs
-        theta = np.divide(red - red[rows, choice][:, None], cur_u - uO, out=inf.copy(), where=less)
-        th = float(theta.min()) if theta.size else math.inf
-        if not math.isfinite(th):
-            raise ValueError("no placement of every job fits the free GPUs")
-        # at least a small geometric step: demand need not be monotone (options mix types), and a
-        # job can flip between two options forever on exact breakpoints
-        lam[over] += max(th * (1 + 1e-9), rel_step * float(lam[over].max()), base_step)
-        if not np.isfinite(lam).all():
-            raise RuntimeError("type market did not clear (prices diverged)")
+        th = np.inf
+        for j in range(J):
+            b = choice[j]
+            cu = uO[j, b]
+            rb = red[j, b]
+            for o in range(width[j]):
+                if uO[j, o] < cu and np.isfinite(D[j, o]):
+                    x = (red[j, o] - rb) / (cu - uO[j, o])
+                    if x < th:
+                        th = x
+        if not np.isfinite(th):
+            return _NO_FIT, steps
+        top = 0.0
+        for t in range(T):
+            if (mask >> t) & 1 and lam[t] > top:
+                top = lam[t]
+        inc = max(th * (1 + 1e-9), rel_step * top, base_step)
+        for t in range(T):
+            if (mask >> t) & 1:
+                lam[t] += inc
+                if not np.isfinite(lam[t]):
+                    return _NO_CLEAR, steps
+        for j in range(J):
+            for o in range(width[j]):
+                red[j, o] += inc * uO[j, o]

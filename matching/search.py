@@ -7,10 +7,10 @@ fairness = 0 is plain mean JCT.
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from .categories import Menu
+from .jit import njit
 
 
 def jain(x: np.ndarray) -> float:
@@ -25,6 +25,17 @@ def score(d: np.ndarray, ref: np.ndarray | None, fairness: float) -> float:
     return m * (1.0 + fairness * (1.0 - jain(d / ref)))
 
 
+def scores(d: np.ndarray, ref: np.ndarray | None, fairness: float) -> np.ndarray:
+    """:func:`score` of each row of ``d`` (choices × jobs)."""
+    m = d.mean(axis=1)
+    if fairness <= 0 or ref is None:
+        return m
+    x = d / ref
+    s2 = (x * x).sum(axis=1)
+    jn = np.where(s2 > 0, x.sum(axis=1) ** 2 / (x.shape[1] * np.where(s2 > 0, s2, 1.0)), 1.0)
+    return m * (1.0 + fairness * (1.0 - jn))
+
+
 def reference(menu: Menu) -> np.ndarray:
     from jctlab.metrics import ReferenceDurations, strip_variability
 
@@ -33,78 +44,24 @@ def reference(menu: Menu) -> np.ndarray:
     return np.where(np.isfinite(r) & (r > 0), r, 1.0)
 
 
+def _ok(menu: Menu, allowed: np.ndarray | None) -> np.ndarray:
+    ok = np.isfinite(menu.D)
+    return ok if allowed is None else (allowed & ok)
+
+
 def repair(menu: Menu, choice: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray | None:
     """Move jobs to options that use fewer over-demanded GPUs, cheapest extra time per GPU freed,
     until the choice fits; None when impossible within ``allowed``."""
-    ch = np.array(choice)
-    J = menu.J
-    rows = np.arange(J)
-    C, D, cap = menu.C, menu.D, menu.cap
-    ok = np.isfinite(D) if allowed is None else (allowed & np.isfinite(D))
-    for _ in range(10 * int(cap.sum()) + J + 10):
-        use = C[rows, ch].sum(axis=0)
-        exc = np.maximum(use - cap, 0)
-        E = int(exc.sum())
-        if E == 0:
-            return ch
-        new_use = use[None, None, :] - C[rows, ch][:, None, :] + C          # (J, O, T)
-        new_E = np.maximum(new_use - cap, 0).sum(axis=2)
-        gain = E - new_E
-        dd = D - D[rows, ch][:, None]
-        good = ok & (gain > 0)
-        if not good.any():
-            return None
-        with np.errstate(invalid="ignore", divide="ignore"):
-            ratio = np.where(good, np.where(dd < 0, dd * gain, dd / np.maximum(gain, 1)), np.inf)
-        a, o = np.unravel_index(int(np.argmin(ratio)), ratio.shape)
-        ch[a] = o
-    return None
+    ch = np.array(choice, dtype=np.int64)
+    return ch if _repair(menu.C, menu.D, menu.cap, _ok(menu, allowed), ch) else None
 
 
 def one_opt(menu: Menu, choice: np.ndarray, allowed: np.ndarray | None = None, fairness: float = 0.0,
             ref: np.ndarray | None = None, max_sweeps: int = 50) -> np.ndarray:
     """Best single-job option changes that fit the free capacity, until none improves the score."""
-    ch = np.array(choice)
-    J = menu.J
-    rows = np.arange(J)
-    C, D, cap = menu.C, menu.D, menu.cap
-    ok = np.isfinite(D) if allowed is None else (allowed & np.isfinite(D))
-    if ref is None:
-        ref = np.ones(J)
-    d = D[rows, ch].copy()
-    use = C[rows, ch].sum(axis=0)
-    for _ in range(max_sweeps):
-        improved = False
-        for a in range(J):
-            room = cap - use + C[a, ch[a]]
-            fit = ok[a] & np.all(C[a] <= room, axis=1)
-            if not fit.any():
-                continue
-            if fairness <= 0:
-                cand = np.where(fit, D[a], np.inf)
-                o = int(np.argmin(cand))
-                if cand[o] < d[a] * (1 - 1e-12):
-                    use += C[a, o] - C[a, ch[a]]
-                    ch[a] = o
-                    d[a] = D[a, o]
-                    improved = True
-                continue
-            x = d / ref
-            s1, s2, tot = x.sum() - x[a], (x * x).sum() - x[a] ** 2, d.sum() - d[a]
-            xo = np.where(fit, D[a] / ref[a], np.nan)
-            S1, S2 = s1 + xo, s2 + xo * xo
-            with np.errstate(invalid="ignore", divide="ignore"):
-                jn = np.where(S2 > 0, S1 * S1 / (J * S2), 1.0)
-                sc = (tot + np.where(fit, D[a], np.nan)) / J * (1 + fairness * (1 - jn))
-            sc = np.where(fit, sc, np.inf)
-            o = int(np.argmin(sc))
-            if sc[o] < score(d, ref, fairness) * (1 - 1e-12):
-                use += C[a, o] - C[a, ch[a]]
-                ch[a] = o
-                d[a] = D[a, o]
-                improved = True
-        if not improved:
-            break
+    ch = np.array(choice, dtype=np.int64)
+    r = np.ones(menu.J) if ref is None else np.asarray(ref, dtype=float)
+    _one_opt(menu.C, menu.D, menu.cap, _ok(menu, allowed), ch, float(fairness), r, max_sweeps)
     return ch
 
 
@@ -112,42 +69,8 @@ def two_opt(menu: Menu, choice: np.ndarray, allowed: np.ndarray | None = None, t
             max_sweeps: int = 5) -> np.ndarray:
     """Pair moves for plain mean JCT: job a takes one of its ``top`` cheapest options that does not fit,
     paid for by another job b moving to any option; keeps the best improving pair, repeats."""
-    ch = np.array(choice)
-    J = menu.J
-    rows = np.arange(J)
-    C, D, cap = menu.C, menu.D, menu.cap
-    ok = np.isfinite(D) if allowed is None else (allowed & np.isfinite(D))
-    for _ in range(max_sweeps):
-        improved = False
-        for a in range(J):
-            use = C[rows, ch].sum(axis=0)
-            free = cap - use
-            cand = np.where(ok[a] & (D[a] < D[a, ch[a]]), D[a], np.inf)
-            k = min(top, int(np.isfinite(cand).sum()))
-            if k == 0:
-                continue
-            best_gain, best = -1e-9 * D[a, ch[a]], None
-            cur_b = C[rows, ch]                                    # (J, T)
-            relief = cur_b[:, None, :] - C                         # GPUs b frees moving to o_b
-            dd_b = D - D[rows, ch][:, None]
-            for o in np.argsort(cand)[:k]:
-                need = C[a, o] - C[a, ch[a]] - free                # what b must free (may be <= 0)
-                if np.all(need <= 0):
-                    continue                                       # one_opt's job
-                fits = ok & np.all(relief >= need, axis=2)
-                fits[a] = False
-                if not fits.any():
-                    continue
-                tot = np.where(fits, dd_b, np.inf) + (D[a, o] - D[a, ch[a]])
-                b, ob = np.unravel_index(int(np.argmin(tot)), tot.shape)
-                if -tot[b, ob] > best_gain:
-                    best_gain, best = -tot[b, ob], (int(o), int(b), int(ob))
-            if best is not None:
-                o, b, ob = best
-                ch[a], ch[b] = o, ob
-                improved = True
-        if not improved:
-            break
+    ch = np.array(choice, dtype=np.int64)
+    _two_opt(menu.C, menu.D, menu.cap, _ok(menu, allowed), ch, top, max_sweeps)
     return ch
 
 
@@ -177,40 +100,258 @@ def beam(menu: Menu, lam: np.ndarray, width: int = 64, allowed: np.ndarray | Non
     """Beam search over jobs (largest first) on the used-capacity state, ranking partial choices by
     their reduced cost Σ (d + λ·c) (the Lagrangian estimate of what the rest will cost); identical
     states keep the cheapest. Exact when ``width`` ≥ the number of distinct states (it is then the DP)."""
-    J, T = menu.J, len(menu.types)
-    C, D, cap = menu.C, menu.D, menu.cap
-    ok = np.isfinite(D) if allowed is None else (allowed & np.isfinite(D))
-    order = np.argsort(-np.where(ok, D, np.inf).min(axis=1), kind="stable")
-    mult = np.cumprod(np.concatenate([[1], cap[:-1] + 1])).astype(np.int64)
+    ok = _ok(menu, allowed)
+    order = np.argsort(-np.where(ok, menu.D, np.inf).min(axis=1), kind="stable")
+    choice = np.zeros(menu.J, dtype=np.int64)
+    found = _beam(menu.C, menu.D, menu.cap, ok, order, np.asarray(lam, dtype=float), int(width), choice)
+    return choice if found else None
+
+
+# ----------------------------------------------------------------------------- compiled loops
+# C (J, O, T) GPUs per type, D (J, O) durations, cap (T,) free GPUs, ok (J, O) allowed options;
+# choices ``ch`` (J,) are changed in place.
+
+
+@njit
+def _usage(C, ch):
+    J, _, T = C.shape
+    use = np.zeros(T, dtype=np.int64)
+    for a in range(J):
+        for t in range(T):
+            use[t] += C[a, ch[a], t]
+    return use
+
+
+@njit
+def _repair(C, D, cap, ok, ch):
+    """:func:`repair` in place; True when the choice fits."""
+    J, O, T = C.shape
+    use = _usage(C, ch)
+    for _ in range(10 * cap.sum() + J + 10):
+        E = 0
+        for t in range(T):
+            E += max(use[t] - cap[t], 0)
+        if E == 0:
+            return True
+        best, ba, bo = np.inf, -1, -1
+        for a in range(J):
+            cur = ch[a]
+            for o in range(O):
+                if not ok[a, o]:
+                    continue
+                newE = 0
+                for t in range(T):
+                    newE += max(use[t] - C[a, cur, t] + C[a, o, t] - cap[t], 0)
+                gain = E - newE
+                if gain <= 0:
+                    continue
+                dd = D[a, o] - D[a, cur]
+                r = dd * gain if dd < 0 else dd / max(gain, 1)
+                if r < best:
+                    best, ba, bo = r, a, o
+        if ba < 0:
+            return False
+        for t in range(T):
+            use[t] += C[ba, bo, t] - C[ba, ch[ba], t]
+        ch[ba] = bo
+    return False
+
+
+@njit
+def _score(d, ref, fairness):
+    """:func:`score` of durations ``d``."""
+    J = d.shape[0]
+    m = d.sum() / J
+    if fairness <= 0:
+        return m
+    s1, s2 = 0.0, 0.0
+    for a in range(J):
+        x = d[a] / ref[a]
+        s1 += x
+        s2 += x * x
+    jn = s1 * s1 / (J * s2) if s2 > 0 else 1.0
+    return m * (1.0 + fairness * (1.0 - jn))
+
+
+@njit
+def _fits(C, cap, use, a, cur, o):
+    for t in range(C.shape[2]):
+        if C[a, o, t] > cap[t] - use[t] + C[a, cur, t]:
+            return False
+    return True
+
+
+@njit
+def _one_opt(C, D, cap, ok, ch, fairness, ref, max_sweeps):
+    """:func:`one_opt` in place: each job in turn takes its best-scoring option that fits."""
+    J, O, T = C.shape
+    use = _usage(C, ch)
+    d = np.empty(J)
+    for a in range(J):
+        d[a] = D[a, ch[a]]
+    for _ in range(max_sweeps):
+        improved = False
+        for a in range(J):
+            cur = ch[a]
+            bo = -1
+            if fairness <= 0:
+                best = np.inf
+                for o in range(O):
+                    if ok[a, o] and D[a, o] < best and _fits(C, cap, use, a, cur, o):
+                        best, bo = D[a, o], o
+                if bo < 0 or not best < d[a] * (1 - 1e-12):
+                    continue
+            else:
+                s1, s2, tot = 0.0, 0.0, 0.0
+                for b in range(J):
+                    if b != a:
+                        x = d[b] / ref[b]
+                        s1 += x
+                        s2 += x * x
+                        tot += d[b]
+                best = np.inf
+                for o in range(O):
+                    if not (ok[a, o] and _fits(C, cap, use, a, cur, o)):
+                        continue
+                    xo = D[a, o] / ref[a]
+                    S1, S2 = s1 + xo, s2 + xo * xo
+                    jn = S1 * S1 / (J * S2) if S2 > 0 else 1.0
+                    sc = (tot + D[a, o]) / J * (1 + fairness * (1 - jn))
+                    if sc < best:
+                        best, bo = sc, o
+                if bo < 0 or not best < _score(d, ref, fairness) * (1 - 1e-12):
+                    continue
+            for t in range(T):
+                use[t] += C[a, bo, t] - C[a, cur, t]
+            ch[a] = bo
+            d[a] = D[a, bo]
+            improved = True
+        if not improved:
+            break
+
+
+@njit
+def _two_opt(C, D, cap, ok, ch, top, max_sweeps):
+    """:func:`two_opt` in place."""
+    J, O, T = C.shape
+    need = np.empty(T, dtype=np.int64)
+    cand = np.empty(O)
+    for _ in range(max_sweeps):
+        improved = False
+        for a in range(J):
+            use = _usage(C, ch)
+            cur = ch[a]
+            k = 0
+            for o in range(O):
+                if ok[a, o] and D[a, o] < D[a, cur]:
+                    cand[o] = D[a, o]
+                    k += 1
+                else:
+                    cand[o] = np.inf
+            k = min(top, k)
+            if k == 0:
+                continue
+            best_gain, ba_o, bb, bb_o = -1e-9 * D[a, cur], -1, -1, -1
+            for o in np.argsort(cand, kind="mergesort")[:k]:
+                inside = True
+                for t in range(T):
+                    need[t] = C[a, o, t] - C[a, cur, t] - (cap[t] - use[t])
+                    if need[t] > 0:
+                        inside = False
+                if inside:
+                    continue                                    # one_opt's job
+                tot_best, b_best, ob_best = np.inf, -1, -1
+                for b in range(J):
+                    if b == a:
+                        continue
+                    cb = ch[b]
+                    for ob in range(O):
+                        if not ok[b, ob]:
+                            continue
+                        frees = True
+                        for t in range(T):
+                            if C[b, cb, t] - C[b, ob, t] < need[t]:
+                                frees = False
+                                break
+                        if frees:
+                            tot = D[b, ob] - D[b, cb] + (D[a, o] - D[a, cur])
+                            if tot < tot_best:
+                                tot_best, b_best, ob_best = tot, b, ob
+                if b_best >= 0 and -tot_best > best_gain:
+                    best_gain, ba_o, bb, bb_o = -tot_best, o, b_best, ob_best
+            if ba_o >= 0:
+                ch[a], ch[bb] = ba_o, bb_o
+                improved = True
+        if not improved:
+            break
+
+
+@njit
+def _beam(C, D, cap, ok, order, lam, width, choice):
+    """:func:`beam`; fills ``choice`` and returns True, or False when no choice fits.
+
+    A layer keeps the ``width`` distinct states of least Σ(d + λ·c) (for one state that is the least
+    Σ d, as λ·c is the state's own), ties to the earlier generated, in a sorted insertion list."""
+    J, O, T = C.shape
+    mult = np.ones(T, dtype=np.int64)
+    for t in range(1, T):
+        mult[t] = mult[t - 1] * (cap[t - 1] + 1)
     U = np.zeros((1, T), dtype=np.int64)
     V = np.zeros(1)
-    parents, opts = [], []
+    parents = []
+    opts = []
+    u = np.empty(T, dtype=np.int64)
     for a in order:
-        oa = np.flatnonzero(ok[a])
-        if oa.size == 0:
-            return None
-        U2 = (U[:, None, :] + C[a, oa][None, :, :]).reshape(-1, T)
-        V2 = (V[:, None] + D[a, oa][None, :]).reshape(-1)
-        par = np.repeat(np.arange(len(U)), len(oa))
-        opt = np.tile(oa, len(U))
-        fit = np.all(U2 <= cap, axis=1)
-        if not fit.any():
-            return None
-        U2, V2, par, opt = U2[fit], V2[fit], par[fit], opt[fit]
-        key = U2 @ mult
-        o = np.lexsort((V2, key))
-        first = np.ones(len(o), dtype=bool)
-        first[1:] = key[o][1:] != key[o][:-1]
-        keep = o[first]
-        pri = V2[keep] + U2[keep] @ lam
-        if len(keep) > width:
-            keep = keep[np.argsort(pri, kind="stable")[:width]]
-        U, V = U2[keep], V2[keep]
-        parents.append(par[keep])
-        opts.append(opt[keep])
+        cap_n = min(width, U.shape[0] * O)
+        kU = np.empty((cap_n, T), dtype=np.int64)
+        kV = np.empty(cap_n)
+        kP = np.empty(cap_n)                    # priority Σ(d + λ·c), ascending
+        kK = np.empty(cap_n, dtype=np.int64)    # state key
+        kpar = np.empty(cap_n, dtype=np.int64)
+        kopt = np.empty(cap_n, dtype=np.int64)
+        nk = 0
+        for p in range(U.shape[0]):
+            for o in range(O):
+                if not ok[a, o]:
+                    continue
+                fit = True
+                key = 0
+                pri = V[p] + D[a, o]
+                for t in range(T):
+                    x = U[p, t] + C[a, o, t]
+                    if x > cap[t]:
+                        fit = False
+                        break
+                    u[t] = x
+                    key += x * mult[t]
+                    pri += x * lam[t]
+                if not fit or (nk == cap_n and pri >= kP[nk - 1]):
+                    continue
+                dup = -1
+                for i in range(nk):
+                    if kK[i] == key:
+                        dup = i
+                        break
+                if dup >= 0:
+                    if pri >= kP[dup]:
+                        continue
+                    pos = dup           # the same state, cheaper: take its slot, then move it up
+                else:
+                    pos = nk if nk < cap_n else nk - 1
+                    if nk < cap_n:
+                        nk += 1
+                while pos > 0 and kP[pos - 1] > pri:
+                    kU[pos], kV[pos], kP[pos] = kU[pos - 1], kV[pos - 1], kP[pos - 1]
+                    kK[pos], kpar[pos], kopt[pos] = kK[pos - 1], kpar[pos - 1], kopt[pos - 1]
+                    pos -= 1
+                kU[pos], kV[pos], kP[pos], kK[pos], kpar[pos], kopt[pos] = u, V[p] + D[a, o], pri, key, p, o
+        if nk == 0:
+            return False
+        U, V = kU[:nk].copy(), kV[:nk].copy()
+        parents.append(kpar[:nk].copy())
+        opts.append(kopt[:nk].copy())
     i = int(np.argmin(V))
-    choice = np.zeros(J, dtype=np.int64)
     for layer in range(J - 1, -1, -1):
         choice[order[layer]] = opts[layer][i]
-        i = int(parents[layer][i])
-    return choice
+        i = parents[layer][i]
+    return True

@@ -24,7 +24,8 @@ import math
 import numpy as np
 
 from matching.categories import Menu
-from matching.search import beam, one_opt, repair
+from matching.jit import njit
+from matching.search import _one_opt, _repair, beam, one_opt, repair
 
 
 def guarantee(n: int, eps: float) -> float:
@@ -40,39 +41,36 @@ def samples_for(eps: float, delta: float) -> int:
 
 
 class _Sampler:
+    """Per job: the sizes it has options of, ``SZ[a, :nv[a]]`` (ascending), the best reduced cost
+    (duration + λ·counts) of each, ``RED[a, :nv[a]]``, and the draw probabilities ``P`` (subclasses)."""
+
     def __init__(self, menu: Menu, lam: np.ndarray):
         self.menu = menu
         self.lam = lam
         red = menu.D + menu.C @ lam
         real = np.arange(menu.D.shape[1])[None, :] < menu.n_opt[:, None]          # (J, O) real options
         vals = np.unique(menu.S[real])
-        # best reduced cost of each size per job (inf where the job has no option of that size)
-        best = np.where((menu.S[:, :, None] == vals[None, None, :]) & real[:, :, None], red[:, :, None],
-                        np.inf).min(axis=1) if vals.size else np.zeros((menu.J, 0))
-        has = np.zeros_like(best, dtype=bool) if not vals.size else (
-            ((menu.S[:, :, None] == vals[None, None, :]) & real[:, :, None]).any(axis=1))
-        self.sizes: list[np.ndarray] = [vals[has[a]] for a in range(menu.J)]
-        self.red: list[np.ndarray] = [best[a, has[a]] for a in range(menu.J)]
+        of_size = (menu.S[:, :, None] == vals[None, None, :]) & real[:, :, None]  # (J, O, V)
+        best = np.where(of_size, red[:, :, None], np.inf).min(axis=1, initial=np.inf)
+        has = of_size.any(axis=1)
+        left = np.argsort(~has, axis=1, kind="stable")                             # sizes it has, first
+        self.nv = has.sum(axis=1)
+        self.SZ = vals[left] if vals.size else np.zeros((menu.J, 0), dtype=np.int64)
+        self.RED = np.take_along_axis(best, left, axis=1)
+        self.real = np.arange(self.SZ.shape[1])[None, :] < self.nv[:, None]
         self.total = int(menu.cap.sum())
+        self.P = np.zeros(self.SZ.shape)
+
+    @property
+    def sizes(self) -> list[np.ndarray]:
+        return [self.SZ[a, :n] for a, n in enumerate(self.nv)]
 
     def probs(self, a: int) -> np.ndarray:
-        raise NotImplementedError
+        return self.P[a, :self.nv[a]]
 
     def _table(self) -> np.ndarray:
         """W[a, r] ∝ total weight of size vectors for jobs a.. with Σ sizes ≤ r (rows rescaled)."""
-        J, G = self.menu.J, self.total
-        W = np.zeros((J + 1, G + 1))
-        W[J] = 1.0
-        for a in range(J - 1, -1, -1):
-            w = self.probs(a)
-            for n, x in zip(self.sizes[a], w):
-                n = int(n)
-                if n <= G:
-                    W[a, n:] += x * W[a + 1, :G + 1 - n]
-            m = W[a].max()
-            if m > 0:
-                W[a] /= m
-        return W
+        return _weights(self.SZ, self.P, self.nv, self.total)
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
         """Exact draw from P conditioned on Σ sizes ≤ #GPUs (sequential, by the weight table)."""
@@ -91,23 +89,19 @@ class _Sampler:
 
 
 class UniformSampler(_Sampler):
-    def probs(self, a: int) -> np.ndarray:
-        n = len(self.sizes[a])
-        return np.full(n, 1.0 / n)
+    def __init__(self, menu: Menu, lam: np.ndarray):
+        super().__init__(menu, lam)
+        self.P = np.where(self.real, 1.0 / np.maximum(self.nv, 1)[:, None], 0.0)
 
 
 class ImportanceSampler(_Sampler):
     def __init__(self, menu: Menu, lam: np.ndarray, temperature: float = 0.05):
         super().__init__(menu, lam)
-        self.p = []
-        for r in self.red:
-            lo = float(r.min())
-            z = (r - lo) / (max(temperature, 1e-9) * max(abs(lo), 1e-9))
-            w = np.exp(-z)
-            self.p.append(w / w.sum())
-
-    def probs(self, a: int) -> np.ndarray:
-        return self.p[a]
+        lo = np.where(self.real, self.RED, np.inf).min(axis=1, keepdims=True, initial=np.inf)
+        with np.errstate(invalid="ignore"):
+            z = (self.RED - lo) / (max(temperature, 1e-9) * np.maximum(np.abs(lo), 1e-9))
+            w = np.where(self.real, np.exp(-z), 0.0)
+        self.P = w / np.maximum(w.sum(axis=1, keepdims=True), 1e-300)
 
 
 def inner(menu: Menu, lam: np.ndarray, sizes: np.ndarray, width: int = 8, fairness: float = 0.0,
@@ -128,104 +122,93 @@ def inner(menu: Menu, lam: np.ndarray, sizes: np.ndarray, width: int = 8, fairne
 
 
 def draw_many(smp: "_Sampler", rng: np.random.Generator, n: int) -> np.ndarray:
-    """``n`` i.i.d. exact draws of the sampler's P conditioned on Σ sizes ≤ #GPUs, vectorized over the
-    draws (the same distribution as :meth:`_Sampler.draw`, a different use of the random stream)."""
+    """``n`` i.i.d. exact draws of the sampler's P conditioned on Σ sizes ≤ #GPUs (the same
+    distribution as :meth:`_Sampler.draw`, a different use of the random stream: one uniform per
+    job and draw, inverted on the cumulative weights)."""
     if not hasattr(smp, "_W"):
         smp._W = smp._table()
-    W, J = smp._W, smp.menu.J
-    r = np.full(n, smp.total, dtype=np.int64)
-    out = np.zeros((n, J), dtype=np.int64)
-    u = rng.random((n, J))
-    for a in range(J):
-        sz = smp.sizes[a].astype(np.int64)
-        rem = r[:, None] - sz[None, :]                                   # (n, k)
-        w = smp.probs(a)[None, :] * np.where(rem >= 0, W[a + 1][np.maximum(rem, 0)], 0.0)
-        cum = np.cumsum(w, axis=1)
-        tot = cum[:, -1]
-        if np.any(tot <= 0):
-            raise ValueError("no size category fits the cluster")
-        k = np.minimum((cum < (u[:, a] * tot)[:, None]).sum(axis=1), len(sz) - 1)
-        out[:, a] = sz[k]
-        r -= sz[k]
+    out = np.zeros((n, smp.menu.J), dtype=np.int64)
+    if not _draw(smp.SZ, smp.P, smp.nv, smp._W, smp.total, rng.random((n, smp.menu.J)), out):
+        raise ValueError("no size category fits the cluster")
     return out
 
 
 def inner_batch(menu: Menu, lam: np.ndarray, sizes: np.ndarray, sweeps: int = 1) -> np.ndarray:
     """Solve inside many size categories at once (rows of ``sizes``): every job takes its cheapest
     option of its size at the market prices λ; rows that exceed a type's capacity are repaired
-    (:func:`matching.search.repair`, per row); then ``sweeps`` rounds of 1-exchange within the
-    category, vectorized over the rows. Returns choices (rows, J); −1 rows are infeasible."""
-    S, J = sizes.shape
-    C, D, cap = menu.C, menu.D, menu.cap
-    rows = np.arange(J)
-    allowed = (menu.S[None, :, :] == sizes[:, :, None]) & np.isfinite(D)[None]      # (S, J, O)
-    red = D + C @ lam
-    ch = np.argmin(np.where(allowed, red[None], np.inf), axis=2)                     # (S, J)
-    ok = allowed.any(axis=2).all(axis=1) & (sizes.sum(axis=1) <= int(cap.sum()))
-    use = C[rows[None, :], ch].sum(axis=1)                                           # (S, T)
-    bad = np.flatnonzero(ok & np.any(use > cap, axis=1))
-    if bad.size:
-        fixed = repair_batch(menu, ch[bad], allowed[bad])
-        failed = fixed[:, 0] < 0
-        ok[bad[failed]] = False
-        good = bad[~failed]
-        ch[good] = fixed[~failed]
-        use[good] = C[rows[None, :], ch[good]].sum(axis=1)
-    ch[~ok] = -1
-    live = np.flatnonzero(ok)
-    if sweeps > 0 and live.size:
-        c, u, al = ch[live], use[live], allowed[live]
-        idx = np.arange(len(live))
-        for _ in range(sweeps):
-            moved = False
-            for a in range(J):
-                cur = c[:, a]
-                room = cap[None, :] - u + C[a, cur]                                   # (L, T)
-                fit = al[:, a, :] & np.all(C[a][None, :, :] <= room[:, None, :], axis=2)
-                cand = np.where(fit, D[a][None, :], np.inf)
-                o = np.argmin(cand, axis=1)
-                better = cand[idx, o] < D[a, cur] * (1 - 1e-12)
-                if better.any():
-                    moved = True
-                    u[better] += C[a, o[better]] - C[a, cur[better]]
-                    c[better, a] = o[better]
-            if not moved:
-                break
-        ch[live] = c
+    (:func:`matching.search.repair`'s rule); then ``sweeps`` rounds of 1-exchange within the
+    category (:func:`matching.search.one_opt`'s rule). Returns choices (rows, J); −1 rows are
+    infeasible."""
+    red = menu.D + menu.C @ np.asarray(lam, dtype=float)
+    ch = np.zeros(np.shape(sizes), dtype=np.int64)
+    _inner_rows(menu.C, menu.D, menu.S, menu.cap, red, np.asarray(sizes, dtype=np.int64), sweeps, ch)
     return ch
 
 
-def repair_batch(menu: Menu, choices: np.ndarray, allowed: np.ndarray) -> np.ndarray:
-    """:func:`matching.search.repair` on many rows at once (the same move rule per row: the option
-    change with the cheapest extra time per over-demanded GPU freed); failed rows come back as −1."""
-    ch = np.array(choices)
-    B, J = ch.shape
-    C, D, cap = menu.C, menu.D, menu.cap
-    ok = allowed & np.isfinite(D)[None]
-    rows = np.arange(J)
-    active = np.arange(B)
-    for _ in range(10 * int(cap.sum()) + J + 10):
-        cur = C[rows[None, :], ch[active]]                                    # (A, J, T)
-        use = cur.sum(axis=1)
-        E = np.maximum(use - cap, 0).sum(axis=1)
-        keep = E > 0
-        active, cur, use, E = active[keep], cur[keep], use[keep], E[keep]
-        if not active.size:
-            return ch
-        new_use = use[:, None, None, :] - cur[:, :, None, :] + C[None]        # (A, J, O, T)
-        gain = E[:, None, None] - np.maximum(new_use - cap, 0).sum(axis=3)
-        dd = D[None] - D[rows[None, :], ch[active]][:, :, None]
-        good = ok[active] & (gain > 0)
-        stuck = ~good.reshape(len(active), -1).any(axis=1)
-        if stuck.any():
-            ch[active[stuck]] = -1
-            active, good, gain, dd = active[~stuck], good[~stuck], gain[~stuck], dd[~stuck]
-            if not active.size:
-                return ch
-        with np.errstate(invalid="ignore", divide="ignore"):
-            ratio = np.where(good, np.where(dd < 0, dd * gain, dd / np.maximum(gain, 1)), np.inf)
-        flat = ratio.reshape(len(active), -1).argmin(axis=1)
-        a, o = np.unravel_index(flat, ratio.shape[1:])
-        ch[active, a] = o
-    ch[active] = -1
-    return ch
+@njit
+def _weights(SZ, P, nv, G):
+    J = SZ.shape[0]
+    W = np.zeros((J + 1, G + 1))
+    W[J] = 1.0
+    for a in range(J - 1, -1, -1):
+        for k in range(nv[a]):
+            n = SZ[a, k]
+            if n <= G:
+                for r in range(n, G + 1):
+                    W[a, r] += P[a, k] * W[a + 1, r - n]
+        m = W[a].max()
+        if m > 0:
+            W[a] /= m
+    return W
+
+
+@njit
+def _draw(SZ, P, nv, W, total, u, out):
+    """Fill ``out`` (n, J) by inverting ``u`` on the conditional weights; False when nothing fits."""
+    n, J = out.shape
+    cum = np.empty(SZ.shape[1])
+    for i in range(n):
+        r = total
+        for a in range(J):
+            acc = 0.0
+            for k in range(nv[a]):
+                rem = r - SZ[a, k]
+                acc += P[a, k] * (W[a + 1, rem] if rem >= 0 else 0.0)
+                cum[k] = acc
+            if not acc > 0:
+                return False
+            target = u[i, a] * acc
+            k = 0
+            while k < nv[a] - 1 and cum[k] < target:
+                k += 1
+            out[i, a] = SZ[a, k]
+            r -= SZ[a, k]
+    return True
+
+
+@njit
+def _inner_rows(C, D, S, cap, red, sizes, sweeps, ch):
+    """:func:`inner_batch` row by row (in place on ``ch``)."""
+    R, J = sizes.shape
+    O = C.shape[1]
+    ok = np.zeros((J, O), dtype=np.bool_)
+    ones = np.ones(J)
+    total = cap.sum()
+    for i in range(R):
+        feasible = sizes[i].sum() <= total
+        for a in range(J):
+            best, bo = np.inf, -1
+            for o in range(O):
+                ok[a, o] = S[a, o] == sizes[i, a] and np.isfinite(D[a, o])
+                if ok[a, o] and (bo < 0 or red[a, o] < best):
+                    best, bo = red[a, o], o
+            if bo < 0:
+                feasible = False
+            ch[i, a] = max(bo, 0)
+        if feasible:
+            row = ch[i]
+            feasible = _repair(C, D, cap, ok, row)
+            if feasible and sweeps > 0:
+                _one_opt(C, D, cap, ok, row, 0.0, ones, sweeps)
+        if not feasible:
+            ch[i, :] = -1

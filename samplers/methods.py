@@ -29,7 +29,7 @@ from matching.methods import (VERSION, _realize, check_static, finish, market_ch
                               meets_bound, objective_menu, price_bound)
 from matching.search import beam as beam_fn
 from matching.search import polish as polish_fn
-from matching.search import reference, score
+from matching.search import reference, score, scores
 
 from .core import ImportanceSampler, UniformSampler, draw_many, guarantee, inner, inner_batch
 
@@ -73,38 +73,34 @@ def sample_batch(menu, lam, samples: int, seed: int, fairness: float = 0.0, samp
                  ) -> tuple[np.ndarray | None, dict[str, Any]]:
     """:func:`sample_best` vectorized: ``samples`` categories drawn at once (exact draws of P given
     Σ sizes ≤ #GPUs), distinct ones solved together by :func:`samplers.core.inner_batch` (cheapest
-    option of each size at the prices, repair, 1-exchange); infeasible draws are redrawn, in batches."""
+    option of each size at the prices, repair, 1-exchange); infeasible draws are redrawn, in batches.
+    Equal scores keep the category drawn first."""
     smp = _sampler(menu, lam, sampler, temperature)
     rng = np.random.default_rng(seed)
     best, best_sc, drawn, accepted = None, np.inf, 0, 0
-    seen: dict[tuple, bool] = {}
+    seen: dict[bytes, bool] = {}                  # category -> its inner problem is feasible
     max_draws = 20 * samples + 20
-    rows = np.arange(menu.J)
     while accepted < samples and drawn < max_draws:
         if deadline is not None and time.perf_counter() > deadline and best is not None:
             break
         k = min(samples - accepted, max_draws - drawn)
         cats = draw_many(smp, rng, k)
         drawn += k
-        uniq, inv = np.unique(cats, axis=0, return_inverse=True)
-        inv = np.asarray(inv).reshape(-1)
-        new = np.array([tuple(int(x) for x in u) not in seen for u in uniq])
-        feas = np.ones(len(uniq), dtype=bool)
-        for u, f in zip(uniq[~new], np.flatnonzero(~new)):
-            feas[f] = seen[tuple(int(x) for x in u)]
-        todo = np.flatnonzero(new)
-        if todo.size:
-            ch = inner_batch(menu, lam, uniq[todo], sweeps)
-            for i, u, c in zip(todo, uniq[todo], ch):
-                ok = bool(c[0] >= 0)
-                seen[tuple(int(x) for x in u)] = ok
-                feas[i] = ok
-                if not ok:
-                    continue
-                sc = score(menu.D[rows, c], ref, fairness)
-                if sc < best_sc:
-                    best, best_sc = c, sc
-        accepted += int(feas[inv].sum())
+        keys = [row.tobytes() for row in cats]
+        todo: dict[bytes, int] = {}               # a new category -> its first draw
+        for i, key in enumerate(keys):
+            if key not in seen and key not in todo:
+                todo[key] = i
+        if todo:
+            ch = inner_batch(menu, lam, cats[list(todo.values())], sweeps)
+            ok = ch[:, 0] >= 0
+            seen.update(zip(todo, ok.tolist()))
+            if ok.any():
+                sc = scores(menu.D[np.arange(menu.J), ch[ok]], ref, fairness)
+                i = int(np.argmin(sc))
+                if sc[i] < best_sc:
+                    best, best_sc = ch[ok][i], float(sc[i])
+        accepted += sum(seen[key] for key in keys)
     return best, {"drawn": drawn, "accepted": accepted, "distinct": len(seen)}
 
 

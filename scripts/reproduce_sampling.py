@@ -11,7 +11,9 @@ Runtimes are wall seconds of the whole call (menus, search, realization, replay 
 ``cold``: the process-wide duration/menu caches of :mod:`matching.categories` are emptied before the
 call, so every ``jctlab.speed`` evaluation is paid (the honest single-call figure); ``warm``: the same
 call again (job types already priced, as for a scheduler that sees the same job types repeatedly).
-The oracle is ``oracle.methods.cpsat`` with ``threads=1`` (no cache).
+Before timing, every method runs once on a throwaway instance (process warm-up: imports, solver
+libraries, the compiled kernels of :mod:`matching.jit` loaded from numba's disk cache), then the
+caches are emptied. The oracle is ``oracle.methods.cpsat`` with ``threads=1`` (no cache).
 
     python scripts/reproduce_sampling.py --instances 60 --large 9 --out matching_table.md
 """
@@ -27,7 +29,7 @@ import time
 from jctlab.replay import replay
 from matching.categories import clear_caches
 from matching.methods import exhaustive, matching, unaware
-from matching.suite import large_suite, suite
+from matching.suite import gavel_static, large_suite, suite
 from samplers.methods import sampling
 
 ORACLE = "cpsat (oracle)"
@@ -143,6 +145,10 @@ def main(argv=None) -> int:
     methods["unaware"] = unaware
     if oracle is not None:
         methods = {ORACLE: oracle, **methods}
+    warm_up = gavel_static(gpus=8, jobs=4, seed=123_456, measured=a.measured)
+    for fn in methods.values():
+        fn(warm_up)
+    clear_caches()
     kind = "measured tables kept" if a.measured else "proportional split + ring all-reduce"
     lines = run_suite(suite(a.instances, a.seed, a.measured), methods, f"Suite ({kind})")
     if a.large:

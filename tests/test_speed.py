@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from jctlab.model import Allocation, Instance
@@ -187,3 +188,21 @@ def test_vectorized_step_times_equal_step_time(case):
         assert math.isnan(got)
         return
     assert got == pytest.approx(want, rel=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_count_case(), min_size=2, max_size=4))
+def test_step_time_table_rows_equal_each_job_priced_alone(cases):
+    """Several jobs priced at once (``step_time_table``) give, row by row, exactly what each job gets
+    alone, on the first case's cluster and on every case's allocation as a count vector."""
+    from jctlab.speed import step_time_table
+
+    inst, types, _ = cases[0]
+    cl = inst.cluster
+    jobs = [c[0].jobs[0] for c in cases]
+    counts = np.array([[sum(c[0].cluster.gpu[g].type == t for g in c[2].gpus) for t in types] for c in cases])
+    spread = np.array([len({g.split(":")[0] for g in c[2].gpus}) > 1 for c in cases])
+    table = step_time_table(jobs, cl, types, counts, spread)
+    for p, job in enumerate(jobs):
+        alone = step_times_by_counts(job, cl, types, counts, spread)
+        np.testing.assert_array_equal(table[p], alone)

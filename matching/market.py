@@ -254,18 +254,10 @@ def _auction(D, C, cap, lam, choice, rel_step, max_steps):
                 r += C[j, o, t] * lam[t]
             red[j, o] = r
     use = np.empty(T)
+    _demand_at(red, C, width, choice, use, 0.0, uO)
     steps = 0
     last = -1
     while True:
-        use[:] = 0.0
-        for j in range(J):
-            b = 0
-            for o in range(1, width[j]):
-                if red[j, o] < red[j, b]:
-                    b = o
-            choice[j] = b
-            for t in range(T):
-                use[t] += C[j, b, t]
         mask = 0
         cap_o = 0.0
         for t in range(T):
@@ -304,6 +296,22 @@ def _auction(D, C, cap, lam, choice, rel_step, max_steps):
                 lam[t] += inc
                 if not np.isfinite(lam[t]):
                     return _NO_CLEAR, steps
-        for j in range(J):
-            for o in range(width[j]):
+        _demand_at(red, C, width, choice, use, inc, uO)
+
+
+@njit
+def _demand_at(red, C, width, choice, use, inc, uO):
+    """Raise the reduced costs by ``inc`` · uO (skipped when inc is 0), then each job's cheapest
+    option (ties: lowest index) into ``choice`` and the GPUs of each type they use into ``use``."""
+    J, _, T = C.shape
+    use[:] = 0.0
+    for j in range(J):
+        b = 0
+        for o in range(width[j]):
+            if inc != 0.0:
                 red[j, o] += inc * uO[j, o]
+            if red[j, o] < red[j, b]:
+                b = o
+        choice[j] = b
+        for t in range(T):
+            use[t] += C[j, b, t]

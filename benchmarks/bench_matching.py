@@ -3,6 +3,8 @@
 Floor: 1,024 GPUs (K80/P100/V100 on 8-GPU servers), 128 Gavel jobs with sizes 1..16, placed in < 2 s.
 Every round starts with empty duration/menu caches (:func:`matching.categories.clear_caches`), so the
 figures include all jctlab.speed calls (cold); ``*_warm`` repeat with the caches kept.
+``test_sampling_64_gpus_cold`` against ``test_cpsat_oracle_64_gpus`` is the runtime ratio of issue 4 on one
+64-GPU instance (the suite-wide ratio: ``scripts/reproduce_sampling.py``).
 Run: pytest benchmarks/bench_matching.py --benchmark-only
 """
 
@@ -53,4 +55,20 @@ def test_sampling_64_gpus(benchmark, mid, samples):
 
 def test_exhaustive_64_gpus(benchmark, mid):
     res = benchmark(exhaustive, mid)
+    assert res.status == "optimal"
+
+
+def test_sampling_64_gpus_cold(benchmark, mid):
+    """Cold (empty caches) N=16, to set against the oracle below: the issue's ratio, one instance."""
+    res = benchmark.pedantic(sampling, args=(mid,), kwargs={"samples": 16}, setup=clear_caches, rounds=50,
+                             iterations=1)
+    assert res.schedule is not None
+
+
+def test_cpsat_oracle_64_gpus(benchmark, mid):
+    """The static CP-SAT oracle (1 thread, no cache) on the same instance: it proves the optimum."""
+    from oracle.methods import cpsat
+
+    res = benchmark.pedantic(cpsat, args=(mid,), kwargs={"time_limit": 60, "threads": 1}, rounds=3,
+                             iterations=1)
     assert res.status == "optimal"

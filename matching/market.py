@@ -19,7 +19,6 @@ Two markets appear in the placement problem:
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import numpy as np

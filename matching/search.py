@@ -13,16 +13,9 @@ from .categories import Menu
 from .jit import njit
 
 
-def jain(x: np.ndarray) -> float:
-    s2 = float(np.sum(x * x))
-    return float(np.sum(x) ** 2 / (len(x) * s2)) if s2 > 0 else 1.0
-
-
 def score(d: np.ndarray, ref: np.ndarray | None, fairness: float) -> float:
-    m = float(np.mean(d))
-    if fairness <= 0 or ref is None:
-        return m
-    return m * (1.0 + fairness * (1.0 - jain(d / ref)))
+    """The score of one choice's durations ``d`` (see the module docstring)."""
+    return float(scores(np.asarray(d, dtype=float)[None, :], ref, fairness)[0])
 
 
 def scores(d: np.ndarray, ref: np.ndarray | None, fairness: float) -> np.ndarray:
@@ -32,7 +25,7 @@ def scores(d: np.ndarray, ref: np.ndarray | None, fairness: float) -> np.ndarray
         return m
     x = d / ref
     s2 = (x * x).sum(axis=1)
-    jn = np.where(s2 > 0, x.sum(axis=1) ** 2 / (x.shape[1] * np.where(s2 > 0, s2, 1.0)), 1.0)
+    jn = np.where(s2 > 0, x.sum(axis=1) ** 2 / (x.shape[1] * np.where(s2 > 0, s2, 1.0)), 1.0)  # Jain
     return m * (1.0 + fairness * (1.0 - jn))
 
 

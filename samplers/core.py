@@ -73,19 +73,8 @@ class _Sampler:
         return _weights(self.SZ, self.P, self.nv, self.total)
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
-        """Exact draw from P conditioned on Σ sizes ≤ #GPUs (sequential, by the weight table)."""
-        if not hasattr(self, "_W"):
-            self._W = self._table()
-        W, r, out = self._W, self.total, []
-        for a in range(self.menu.J):
-            sz = self.sizes[a]
-            w = self.probs(a) * np.array([W[a + 1, r - int(n)] if int(n) <= r else 0.0 for n in sz])
-            if w.sum() <= 0:
-                raise ValueError("no size category fits the cluster")
-            n = int(sz[rng.choice(len(sz), p=w / w.sum())])
-            out.append(n)
-            r -= n
-        return np.array(out)
+        """One exact draw from P conditioned on Σ sizes ≤ #GPUs (:func:`draw_many` with n = 1)."""
+        return draw_many(self, rng, 1)[0]
 
 
 class UniformSampler(_Sampler):

@@ -11,11 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jctlab.generators import offline_instance
+from jctlab.metrics import jain
 from jctlab.replay import replay
 from jctlab.simulate import simulate
 from matching.categories import build_menu, enumerate_size_categories
 from matching.methods import exhaustive, market_choice
-from matching.search import jain, score
+from matching.search import score
 from matching.suite import gavel_static
 from samplers.core import ImportanceSampler, UniformSampler, guarantee, samples_for
 from samplers.methods import sampling

@@ -50,7 +50,7 @@ from . import offline_candidates as oc
 
 OPT_RTOL = 1e-6
 SOLVER = "cpsat"
-SAT_PARAMS: dict = {}   # extra CP-SAT parameters for every model (see docs/oracle-offline.md)
+SAT_PARAMS: dict = {"cp_model_probing_level": 0}   # for every model: probing cost seconds of presolve (docs/oracle-offline.md)
 
 
 def _unit(inst: Instance, opts) -> float:
@@ -69,8 +69,14 @@ def _int_weights(inst: Instance) -> tuple[list[int], int]:
 def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set, *, time_limit, threads, seed,
                     hint: dict | None = None, unit: float | None = None, spread_counts: bool = False,
                     set_cumulatives: bool = True, hint_patterns: dict | None = None,
-                    sat_params: dict | None = None):
+                    sat_params: dict | None = None, aggregate: bool = True):
     """Solve the option model. Returns dict(status, bound (objective units), choice, start, patterns).
+
+    ``aggregate``: the single-node GPU sets of a job (without binding CPU/memory) share one optional
+    interval per GPU (present iff the chosen set holds that GPU) and one per (node, size) for the
+    GPU-count cumulatives, all with the job's start and its duration variable (the chosen set's). The
+    same constraints as one interval per set (``aggregate=False``), but no-overlaps over jobs instead of
+    over sets: measured 3-10x faster proofs (docs/oracle-offline.md, follow-up 5).
 
     ``spread_counts``: a relaxed ``("spread", n)`` option gets integer GPU counts c_v per node
     (0 ≤ c_v ≤ min(n − 1, hostable on v), Σ_v c_v = n when chosen) that enter the per-node GPU-count
@@ -94,15 +100,24 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
     per_res: dict = {}
     for j, ol in enumerate(opts):
         rel = math.floor(inst.jobs[j].arrival / u)
+        dd = [math.floor(o.dur / u) for o in ol]
         s = m.NewIntVar(rel, H, f"s{j}")
-        dmin = min(math.floor(o.dur / u) for o in ol)
-        dmax = max(math.floor(o.dur / u) for o in ol)
-        e = m.NewIntVar(rel + dmin, H + dmax, f"e{j}")
+        d = m.NewIntVarFromDomain(cp_model.Domain.FromValues(sorted(set(dd))), f"d{j}")
+        e = m.NewIntVar(rel + min(dd), H + max(dd), f"e{j}")
+        m.Add(e == s + d)
         x = [m.NewBoolVar(f"x{j}_{k}") for k in range(len(ol))]
         m.AddExactlyOne(x)
-        m.Add(e == s + sum(math.floor(o.dur / u) * xk for o, xk in zip(ol, x)))
+        m.Add(d == sum(dk * xk for dk, xk in zip(dd, x)))
+        on_gpu: dict = {}      # aggregated single-node GPU sets: GPU → literals, (node, size) → literals
+        on_node: dict = {}
         for k, (o, xk) in enumerate(zip(ol, x)):
-            iv = m.NewOptionalFixedSizeIntervalVar(s, math.floor(o.dur / u), xk, f"i{j}_{k}")
+            v1 = oc._single_node(o.alloc) if o.alloc is not None else None
+            if aggregate and v1 is not None and all(r[0] in ("g", "n", "all") for r in o.demand if r in resources):
+                for g in o.alloc.gpus:
+                    on_gpu.setdefault(g, []).append(xk)
+                on_node.setdefault((v1, len(o.alloc.gpus)), []).append(xk)
+                continue
+            iv = m.NewOptionalFixedSizeIntervalVar(s, dd[k], xk, f"i{j}_{k}")
             dem = {r: v for r, v in o.demand.items() if r in resources}
             if spread_counts and node_res and o.cls is not None and o.cls[0] == "spread":
                 ncap = oc.spread_node_caps(inst, inst.jobs[j], o.cls[1])
@@ -118,6 +133,20 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
                         dem[("set", T)] = tv
             for r, v in dem.items():
                 per_res.setdefault(r, []).append((iv, v, j))
+        # aggregated single-node sets: y = "the chosen set holds GPU g", z = "it is size n on node v"
+        for g, lits in on_gpu.items():
+            if ("g", g) not in resources:
+                continue
+            y = m.NewBoolVar(f"y{j}_{g}")
+            m.Add(y == sum(lits))
+            per_res.setdefault(("g", g), []).append((m.NewOptionalIntervalVar(s, d, e, y, f"ig{j}_{g}"), 1, j))
+        for (v, n), lits in on_node.items():
+            z = m.NewBoolVar(f"z{j}_{v}_{n}")
+            m.Add(z == sum(lits))
+            iv = m.NewOptionalIntervalVar(s, d, e, z, f"in{j}_{v}_{n}")
+            for r in [("n", v), ("all",)] + [("set", T) for T in sets if v in T]:
+                if r in resources:
+                    per_res.setdefault(r, []).append((iv, n, j))
         starts.append(s)
         ends.append(e)
         xs.append(x)

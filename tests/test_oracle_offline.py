@@ -425,3 +425,27 @@ def test_node_exact_bound_and_node_decode(seed):
     sched, rep = offline_cpsat.node_decode(inst, mixed, a, key, u, deadline=None, threads=1, seed=0)
     if sched is not None:
         assert rep.valid and rep.objective >= opt * (1 - 1e-9)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), cpu_mem=st.booleans(), pick=st.integers(0, 10_000))
+def test_aggregated_and_per_set_encodings_agree(seed, cpu_mem, pick):
+    """One interval per (job, GPU) and per (job, node, size) is the same model as one interval per GPU
+    set: equal optima on the exact, node-exact and a random per-node hybrid model (one worker, no
+    limit, so both are solved to optimality)."""
+    inst = tiny(seed, gpus=4, nodes=2, jobs=4, max_size=2, variability=0.08, locality_penalty=1.3, cpu_mem=cpu_mem)
+    rng = random.Random(pick)
+    concrete, complete = oc.concrete_options(inst)
+    mixed, classes = oc.node_complete_options(inst), oc.class_options(inst)
+    nodes = [nd.name for nd in inst.cluster.nodes]
+    pairs = {(j, v) for j in range(len(inst.jobs)) for v in nodes if rng.random() < 0.5}
+    models = [mixed, oc.hybrid_node_options(mixed, classes, set(), pairs)] + ([concrete] if complete else [])
+    for opts in models:
+        if not all(opts):
+            continue
+        res = {r for r in oc.capacities(inst) if r[0] in ("g", "n", "all", "set")} | oc.binding_resources(inst, opts)
+        u = offline_cpsat._unit(inst, opts)
+        a, b = (offline_cpsat.build_and_solve(inst, opts, res, time_limit=None, threads=1, seed=0, unit=u,
+                                              aggregate=agg) for agg in (True, False))
+        assert a["status"] == b["status"] == "OPTIMAL"
+        assert a["bound_units"] == b["bound_units"]

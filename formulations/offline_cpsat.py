@@ -76,7 +76,8 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
     interval per GPU (present iff the chosen set holds that GPU) and one per (node, size) for the
     GPU-count cumulatives, all with the job's start and its duration variable (the chosen set's). The
     same constraints as one interval per set (``aggregate=False``), but no-overlaps over jobs instead of
-    over sets: measured 3-10x faster proofs (docs/oracle-offline.md, follow-up 5).
+    over sets (node-exact model of the 30-job benchmark, seed 2: proven in 11 s, per set not in 60 s;
+    docs/oracle-offline.md, follow-up 5).
 
     ``spread_counts``: a relaxed ``("spread", n)`` option gets integer GPU counts c_v per node
     (0 ≤ c_v ≤ min(n − 1, hostable on v), Σ_v c_v = n when chosen) that enter the per-node GPU-count

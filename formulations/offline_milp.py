@@ -39,7 +39,9 @@ from .common import cbc_log_bound
 from .offline_cpsat import better, check_offline, finish
 
 BOUND_SAFETY = 1e-7
-SUBSET_BUDGET = 4000
+SUBSET_BUDGET = 4000   # capacity sets a resource, smallest first
+NNZ_BUDGET = 300_000  # nonzeros of all capacity-set rows (CBC reads a 2M-nonzero model for seconds)
+BUILD_SHARE = 0.3     # of the time limit, at most, for adding capacity-set constraints
 
 
 def _subsets(opts, r, cap, budget):
@@ -61,7 +63,10 @@ def _subsets(opts, r, cap, budget):
     return out, True
 
 
-def build(inst: Instance, opts, resources, budget=SUBSET_BUDGET):
+def build(inst: Instance, opts, resources, budget=SUBSET_BUDGET, deadline: float | None = None):
+    """The model; ``exact`` is False when the set enumeration stopped at ``budget`` sets a resource,
+    at ``NNZ_BUDGET`` nonzeros or at ``deadline`` (``time.perf_counter()``): fewer constraints, so
+    still a relaxation."""
     jobs = inst.jobs
     nj = len(jobs)
     cap = oc.capacities(inst)
@@ -82,7 +87,7 @@ def build(inst: Instance, opts, resources, budget=SUBSET_BUDGET):
             y[(b, a)] = pulp.LpVariable(f"y_{b}_{a}", cat="Binary")
         return y[(a, b)]
 
-    exact = True
+    exact, nnz = True, 0
     use = {}  # (j, r) -> expression of demand
     for r in resources:
         for j, ol in enumerate(opts):
@@ -102,11 +107,18 @@ def build(inst: Instance, opts, resources, budget=SUBSET_BUDGET):
         sets, ok = _subsets(opts, r, cap[r], budget)
         exact &= ok
         for S, tot in sets:
-            pairs = []
+            if nnz > NNZ_BUDGET or (deadline is not None and time.perf_counter() > deadline):
+                exact = False
+                break
+            coef: dict = {}
+            for j in S:
+                for c, v in use[(j, r)]:
+                    coef[v] = coef.get(v, 0.0) + c
             for a, b in itertools.combinations(S, 2):
                 Y(a, b)
-                pairs += [y[(a, b)], y[(b, a)]]
-            prob += pulp.lpSum(c * v for j in S for c, v in use[(j, r)]) <= cap[r] + (tot - cap[r]) * pulp.lpSum(pairs)
+                coef[y[(a, b)]] = coef[y[(b, a)]] = -(tot - cap[r])
+            prob += pulp.LpAffineExpression(coef) <= cap[r]
+            nnz += len(coef)
     for (a, b), v in list(y.items()):
         if a < b:
             prob += y[(a, b)] + y[(b, a)] <= 1
@@ -156,7 +168,7 @@ def run_solver(prob, backend: str, time_limit, threads: int, seed: int):
         kw = dict(msg=False, gapRel=0.0, gapAbs=0.0, threads=max(1, threads), logPath=log,
                   options=[f"randomCbcSeed {int(seed) + 1}"])
         if time_limit is not None:
-            kw["timeLimit"] = max(1, math.ceil(float(time_limit)))
+            kw["timeLimit"] = max(0.5, float(time_limit))
         prob.solve(pulp.PULP_CBC_CMD(**kw))
         text = open(log).read()
     finally:
@@ -195,9 +207,13 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     else:
         opts = oc.class_options(inst)
         res = {r for r in oc.capacities(inst) if r[0] in ("n", "all")}
-    prob, x, s, exact = build(inst, opts, res)
+    tb = time.perf_counter()
+    prob, x, s, exact = build(inst, opts, res, deadline=None if time_limit is None else t0 + BUILD_SHARE * time_limit)
     params["model"] = ("exact" if complete else "relaxed") + ("" if exact else "+budget")
-    left = None if time_limit is None else max(0.05, time_limit - (time.perf_counter() - t0))
+    # handing the model to the solver (highspy calls, or an MPS file for CBC) costs about as much as
+    # building it, before the solver's own clock starts: keep that time out of the solver's limit
+    now = time.perf_counter()
+    left = None if time_limit is None else max(0.05, time_limit - (now - t0) - (now - tb))
     has, opt, bound, infeasible = run_solver(prob, backend, left, threads, seed)
     if bound is not None and math.isfinite(bound):
         b = _to_obj(inst, bound)

@@ -106,6 +106,19 @@ def test_relaxed_path_bound_below_optimum(monkeypatch):
             assert r.objective >= opt * (1 - 1e-9)
 
 
+def test_milp_capacity_set_budget_keeps_a_valid_bound(monkeypatch):
+    """With no capacity-set row allowed (nonzero budget 0) the MILP is a relaxation: bound ≤ optimum,
+    and the model says it is not exact."""
+    monkeypatch.setattr(offline_milp, "NNZ_BUDGET", -1)
+    for seed in (1, 5, 9):   # cpu_mem levels: node CPU/memory capacities bind
+        inst = tiny(seed, gpus=4, nodes=2, jobs=4, max_size=2, variability=0.08, cpu_mem=True)
+        opt = brute.solve(inst).objective
+        r = offline_milp.solve(inst)
+        check_valid(inst, r)
+        assert r.lower_bound <= opt * (1 + 1e-9) and r.objective >= opt * (1 - 1e-9)
+        assert r.params["model"] == "exact+budget"
+
+
 def _infeasible() -> Instance:
     d = tiny(0).to_dict()
     d["jobs"][1]["samples_per_s"] = {"tpu": 10.0}  # no GPU of the cluster can host it
@@ -425,6 +438,24 @@ def test_node_exact_bound_and_node_decode(seed):
     sched, rep = offline_cpsat.node_decode(inst, mixed, a, key, u, deadline=None, threads=1, seed=0)
     if sched is not None:
         assert rep.valid and rep.objective >= opt * (1 - 1e-9)
+
+
+@pytest.mark.parametrize(("seed", "cpu_mem"), [(0, False), (2, False), (5, False), (3, True), (6, True)])
+def test_semi_active_starts_keep_the_optimum(seed, cpu_mem):
+    """Restricting starts to a release or another job's end (left shift) keeps every model's optimum:
+    class, node-exact and exact models, solved to optimality with and without the restriction."""
+    inst = tiny(seed, gpus=4, nodes=2, jobs=5, max_size=2, variability=0.08, locality_penalty=1.3, cpu_mem=cpu_mem)
+    concrete, complete = oc.concrete_options(inst)
+    mixed, classes = oc.node_complete_options(inst), oc.class_options(inst)
+    cap = oc.capacities(inst)
+    models = [(classes, {r for r in cap if r[0] in ("n", "all", "set")}), (mixed, None)] + ([(concrete, None)] if complete else [])
+    for opts, res in models:
+        res = res or {r for r in cap if r[0] in ("g", "n", "all", "set")} | oc.binding_resources(inst, opts)
+        u = offline_cpsat._unit(inst, opts)
+        a, b = (offline_cpsat.build_and_solve(inst, opts, res, time_limit=60, threads=1, seed=0, unit=u,
+                                              semi_active=semi) for semi in (True, False))
+        assert a["status"] == b["status"] == "OPTIMAL"
+        assert a["bound_units"] == b["bound_units"]
 
 
 @pytest.mark.parametrize(("seed", "cpu_mem"), [(0, False), (2, False), (3, False), (9, False), (3, True), (4, True),

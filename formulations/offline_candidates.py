@@ -454,6 +454,24 @@ def mixed_chooser(chosen: dict[int, Option], patterns: dict[int, dict[str, int]]
     return choose
 
 
+def allocations_on(inst: Instance, job: Job, gids: tuple[str, ...]) -> list[tuple[Allocation, float]]:
+    """Every allocation of ``job`` on the GPU set ``gids`` (PS nodes × CPU/memory levels) with its
+    duration, fastest first."""
+    cl = inst.cluster
+    node_names = [nd.name for nd in cl.nodes]
+    gnodes = sorted({g.split(":", 1)[0] for g in gids})
+    res = []
+    for psn in _ps_choices(job, node_names if len(node_names) <= 4 else gnodes):
+        for c, m in job.level_choices:
+            a = Allocation(tuple(sorted(gids)), psn, c, m)
+            try:
+                res.append((a, duration(job, a, cl)))
+            except SpeedError:
+                pass
+    res.sort(key=lambda x: x[1])
+    return res
+
+
 def pattern_chooser(patterns: dict[int, dict[str, int]], fallback: Callable) -> Callable:
     """The fastest free GPUs per node in the job's count pattern, with its fastest PS/level choice that
     fits; ``fallback`` once the whole cluster is idle and the pattern still does not fit."""
@@ -473,17 +491,8 @@ def pattern_chooser(patterns: dict[int, dict[str, int]], fallback: Callable) -> 
             gids += [g.id for g in gl[:c]]
         best = None
         if gids:
-            node_names = [nd.name for nd in cl.nodes]
-            gnodes = sorted({g.split(":", 1)[0] for g in gids})
-            for psn in _ps_choices(job, node_names if len(node_names) <= 4 else gnodes):
-                for c, m in job.level_choices:
-                    a = Allocation(tuple(sorted(gids)), psn, c, m)
-                    try:
-                        d = duration(job, a, cl)
-                    except SpeedError:
-                        continue
-                    if _fits_now(inst, demand_of(inst, job, a), free, cpu, mem) and (best is None or d < best[1]):
-                        best = (a, d)
+            best = next(((a, d) for a, d in allocations_on(inst, job, tuple(gids))
+                         if _fits_now(inst, demand_of(inst, job, a), free, cpu, mem)), None)
         if best is None and sum(len(s) for s in free.values()) == len(cl.gpus):
             return fallback(inst, j, free, cpu, mem)
         return None if best is None else best[0]
@@ -750,7 +759,6 @@ def class_chooser(classes: dict[int, tuple | None]) -> Callable:
 def _free_allocs(inst: Instance, job: Job, cls, free, cache):
     """Candidate allocations among free GPUs: per node the fastest free n, or a greedy spread."""
     cl = inst.cluster
-    node_names = [nd.name for nd in cl.nodes]
     gsets = []
     for n in job.sizes:
         if cls is not None and (cls[2] if cls[0] == "node" else cls[1]) != n:
@@ -786,19 +794,9 @@ def _free_allocs(inst: Instance, job: Job, cls, free, cache):
     for gids in dict.fromkeys(gsets):
         if len(gids) not in job.sizes:
             continue
-        gnodes = sorted({g.split(":", 1)[0] for g in gids})
         key = (job.name, gids)
         if key not in cache:
-            res = []
-            for psn in _ps_choices(job, node_names if len(node_names) <= 4 else gnodes):
-                for c, m in job.level_choices:
-                    a = Allocation(gids, psn, c, m)
-                    try:
-                        res.append((a, duration(job, a, cl)))
-                    except SpeedError:
-                        pass
-            res.sort(key=lambda x: x[1])
-            cache[key] = res
+            cache[key] = allocations_on(inst, job, gids)
         yield from cache[key]
 
 

@@ -419,11 +419,94 @@ def decode(inst: Instance, opts, sol, method: str):
         loose = {j: dataclasses.replace(o, cls=o.cls[:2]) if o.cls is not None and o.cls[0] == "spread" else o
                  for j, o in chosen.items()}
         best = better(best, oc.best_retime(inst, order, lambda: oc.mixed_chooser(loose), method))
+    pinned = pin_gpus(inst, opts, sol)
+    if pinned:
+        # variant: GPUs consistent with the model's own times (relaxed jobs pinned, others moved)
+        chosen_p = {**chosen, **pinned}
+        best = better(best, oc.best_retime(inst, order, lambda: oc.mixed_chooser(chosen_p), method))
     pats = sol.get("patterns")
     if pats:
         # the model's per-node spread counts, and (its variant) the fastest free set of the class
         best = better(best, oc.best_retime(inst, order, lambda: oc.mixed_chooser(chosen, pats), method))
     return best
+
+
+def pin_gpus(inst: Instance, opts, sol, time_limit: float = 2.0) -> dict:
+    """Concrete GPUs for every job of a model solution, consistent with the model's own times.
+
+    The model fixes, per job, an interval [s, s + d) in its time unit and a node and size
+    (single-node options, ``("node", v, n)`` classes), a GPU count per node group (spread patterns) or
+    in the cluster (other spread classes); a multi-node concrete set stays as it is. A small CP-SAT
+    model picks the GPUs (b[j, g] = 1 when job j holds GPU g, with the counts of its option): first
+    as few GPUs held twice at a model start as possible (none when the model's counts allow it; they
+    are counts, not GPUs, so they may not), then the largest Σ_j d_j Σ_g b[j, g]·ρ_jg / max ρ_j (long
+    jobs on their fast GPUs). Returns job → option with that allocation (its fastest PS/level choice)
+    for the jobs whose GPUs differ from the model's; {} when nothing is found in ``time_limit``. The
+    re-timing then delays whatever still clashes.
+
+    Plain list scheduling instead gives a spread job the fastest GPUs free *now*, which can take the
+    GPUs that a later job of the model needs and push it back (16 GPUs / 10 jobs, seed 0: decoded
+    10 155 against a model optimum of 7 826; with this, 7 836; docs/oracle-offline.md, follow-up 6).
+    """
+    u = sol.get("unit")
+    if u is None or sol.get("start") is None:
+        return {}
+    cl = inst.cluster
+    n = len(inst.jobs)
+    chosen = [opts[j][k] for j, k in enumerate(sol["choice"])]
+    start = list(sol["start"])                                         # model units
+    end = [start[j] + math.floor(chosen[j].dur / u) for j in range(n)]
+    m = cp_model.CpModel()
+    b: dict = {}
+    obj = []
+    for j, o in enumerate(chosen):
+        job = inst.jobs[j]
+        v1 = oc._single_node(o.alloc) if o.alloc is not None else None
+        if o.alloc is not None and v1 is None:
+            groups, fixed = [], o.alloc.gpus                           # multi-node concrete: as it is
+        elif o.alloc is not None:
+            groups, fixed = [((v1,), len(o.alloc.gpus))], ()
+        elif o.cls is not None and o.cls[0] == "node":
+            groups, fixed = [((o.cls[1],), o.cls[2])], ()
+        elif o.cls is not None and o.cls[0] == "spread" and len(o.cls) > 3:
+            groups, fixed = list(o.cls[3]), ()
+        elif o.cls is not None and o.cls[0] == "spread":
+            groups, fixed = [(tuple(nd.name for nd in cl.nodes), o.cls[1])], ()
+        else:
+            return {}
+        top = max(oc.rho(job, g) for g in cl.gpus if job.can_use(g.type))
+        for nodes, c in groups:
+            gl = [g for nd in cl.nodes if nd.name in nodes for g in nd.gpus if job.can_use(g.type)]
+            for g in gl:
+                b[j, g.id] = m.NewBoolVar(f"b{j}_{g.id}")
+                obj.append(b[j, g.id] * round(1000 * o.dur / 3600 * min(1.0, oc.rho(job, g) / top)))
+            m.Add(sum(b[j, g.id] for g in gl) == c)
+        for g in fixed:
+            b[j, g] = m.NewConstant(1)
+    clash = []       # GPUs held twice at a model start: penalised, not forbidden (the MILP model does
+    for t in sorted(set(start)):                     # not hold group counts, so it may need them)
+        run = [j for j in range(n) if start[j] <= t < end[j]]
+        for g in cl.gpus:
+            lits = [b[j, g.id] for j in run if (j, g.id) in b]
+            if len(lits) > 1:
+                z = m.NewIntVar(0, len(lits) - 1, "")
+                m.Add(sum(lits) <= 1 + z)
+                clash.append(z)
+    m.Maximize(sum(obj) - 10 ** 7 * sum(clash))
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.max_time_in_seconds = time_limit
+    if solver.Solve(m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return {}
+    out = {}
+    for j, o in enumerate(chosen):
+        gids = tuple(sorted(g.id for g in cl.gpus if (j, g.id) in b and solver.Value(b[j, g.id])))
+        if o.alloc is not None and set(gids) == set(o.alloc.gpus):
+            continue
+        alloc = oc.allocations_on(inst, inst.jobs[j], gids)
+        if alloc:
+            out[j] = dataclasses.replace(o, alloc=alloc[0][0], cls=None)
+    return out
 
 
 def hint_patterns(inst: Instance, sched: Schedule | None) -> dict | None:

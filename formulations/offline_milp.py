@@ -223,5 +223,5 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         start = [v.value() for v in s]
         from .offline_cpsat import decode
 
-        best = better(best, decode(inst, opts, {"choice": choice, "start": start}, solver))
+        best = better(best, decode(inst, opts, {"choice": choice, "start": start, "unit": 1.0}, solver))
     return finish(inst, best, lb, t0, solver, pulp.__version__, params)

@@ -119,6 +119,38 @@ def test_milp_capacity_set_budget_keeps_a_valid_bound(monkeypatch):
         assert r.params["model"] == "exact+budget"
 
 
+@pytest.mark.parametrize("seed", [0, 1, 3, 4])    # 0, 1: a spread job; 3, 4: single-node jobs only
+def test_pinned_gpus_follow_the_model(seed):
+    """pin_gpus gives each job GPUs of its option's class (node and size, or counts per node group)
+    and, where the model holds single-node jobs only, never one GPU to two jobs running together."""
+    inst = tiny(seed, gpus=8, nodes=4, jobs=5, max_size=4, variability=0.08, locality_penalty=1.3,
+                cpu_mem=False, ps=False)
+    classes = oc.class_options(inst)
+    res = {r for r in oc.capacities(inst) if r[0] in ("n", "all", "set")}
+    sol = offline_cpsat.build_and_solve(inst, classes, res, time_limit=30, threads=1, seed=0)
+    assert sol["choice"] is not None
+    pinned = offline_cpsat.pin_gpus(inst, classes, sol)
+    chosen = {j: classes[j][k] for j, k in enumerate(sol["choice"])}
+    assert set(pinned) == set(chosen)                       # class options only: every job is pinned
+    for j, o in pinned.items():
+        cls, gpus = chosen[j].cls, o.alloc.gpus
+        if cls[0] == "node":
+            assert len(gpus) == cls[2] and {g.split(":")[0] for g in gpus} == {cls[1]}
+        else:
+            assert len(gpus) == cls[1]
+            for nodes, c in cls[3]:
+                assert sum(g.split(":")[0] in nodes for g in gpus) == c
+    if all(o.cls[0] == "node" for o in chosen.values()):
+        u = sol["unit"]
+        end = {j: sol["start"][j] + math.floor(o.dur / u) for j, o in chosen.items()}
+        for t in set(sol["start"]):
+            run = [j for j in chosen if sol["start"][j] <= t < end[j]]
+            held = [g for j in run for g in pinned[j].alloc.gpus]
+            assert len(held) == len(set(held))
+    sched, rep = offline_cpsat.decode(inst, classes, sol, "cpsat")
+    assert rep.valid
+
+
 def _infeasible() -> Instance:
     d = tiny(0).to_dict()
     d["jobs"][1]["samples_per_s"] = {"tpu": 10.0}  # no GPU of the cluster can host it

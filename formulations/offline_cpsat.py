@@ -177,6 +177,7 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
             m.AddCumulative([iv for iv, _, _ in items], [math.floor(v * scale + 1e-9) for _, v, _ in items],
                             math.ceil(c * scale - 1e-9))
     wi, _ = _int_weights(inst)
+    semi: dict = {}   # j → [at its release, at the end of job i ≠ j ...]
     if semi_active:   # a start is a release or another job's end (see the docstring)
         for j, s in enumerate(starts):
             b0 = m.NewBoolVar(f"b{j}")
@@ -188,6 +189,7 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
                     m.Add(s == e).OnlyEnforceIf(b)
                     lits.append(b)
             m.AddBoolOr(lits)
+            semi[j] = lits
     if inst.objective == "makespan":
         z = m.NewIntVar(0, 2 * H + 1, "z")
         for e in ends:
@@ -199,7 +201,13 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
         for j, (k, st) in hint.items():
             if k is None:
                 continue
-            m.AddHint(starts[j], max(math.floor(inst.jobs[j].arrival / u), min(H, math.floor(st / u))))
+            rel = math.floor(inst.jobs[j].arrival / u)
+            m.AddHint(starts[j], max(rel, min(H, math.floor(st / u))))
+            if j in semi:   # a hinted start at the release: that literal; a later one: not it
+                at_rel = math.floor(st / u) <= rel
+                m.AddHint(semi[j][0], at_rel)
+                for b in semi[j][1:] if at_rel else ():
+                    m.AddHint(b, False)
             for kk, xk in enumerate(xs[j]):
                 m.AddHint(xk, kk == k)
             pat = (hint_patterns or {}).get(j)

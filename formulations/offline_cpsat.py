@@ -439,7 +439,7 @@ def decode(inst: Instance, opts, sol, method: str):
     return best
 
 
-def pin_gpus(inst: Instance, opts, sol, time_limit: float = 2.0) -> dict:
+def pin_gpus(inst: Instance, opts, sol, time_limit: float = 2.0) -> dict:   # deterministic seconds
     """Concrete GPUs for every job of a model solution, consistent with the model's own times.
 
     The model fixes, per job, an interval [s, s + d) in its time unit and a node and size
@@ -449,7 +449,8 @@ def pin_gpus(inst: Instance, opts, sol, time_limit: float = 2.0) -> dict:
     as few GPUs held twice at a model start as possible (none when the model's counts allow it; they
     are counts, not GPUs, so they may not), then the largest Σ_j d_j Σ_g b[j, g]·ρ_jg / max ρ_j (long
     jobs on their fast GPUs). Returns job → option with that allocation (its fastest PS/level choice)
-    for the jobs whose GPUs differ from the model's; {} when nothing is found in ``time_limit``. The
+    for the jobs whose GPUs differ from the model's; {} when nothing is found within ``time_limit``
+    (CP-SAT deterministic time, so the same solution gives the same GPUs). The
     re-timing then delays whatever still clashes.
 
     Plain list scheduling instead gives a spread job the fastest GPUs free *now*, which can take the
@@ -503,7 +504,7 @@ def pin_gpus(inst: Instance, opts, sol, time_limit: float = 2.0) -> dict:
     m.Maximize(sum(obj) - 10 ** 7 * sum(clash))
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
-    solver.parameters.max_time_in_seconds = time_limit
+    solver.parameters.max_deterministic_time = time_limit      # reproducible, unlike a wall-clock limit
     if solver.Solve(m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return {}
     out = {}

@@ -443,8 +443,9 @@ def pin_gpus(inst: Instance, opts, sol, time_limit: float = 2.0) -> dict:   # de
     """Concrete GPUs for every job of a model solution, consistent with the model's own times.
 
     The model fixes, per job, an interval [s, s + d) in its time unit and a node and size
-    (single-node options, ``("node", v, n)`` classes), a GPU count per node group (spread patterns) or
-    in the cluster (other spread classes); a multi-node concrete set stays as it is. A small CP-SAT
+    (single-node options, ``("node", v, n)`` classes), a GPU count per node group (spread patterns),
+    on its support (spread supports) or in the cluster (the plain spread class); a multi-node concrete
+    set stays as it is. A small CP-SAT
     model picks the GPUs (b[j, g] = 1 when job j holds GPU g, with the counts of its option): first
     as few GPUs held twice at a model start as possible (none when the model's counts allow it; they
     are counts, not GPUs, so they may not), then the largest Σ_j d_j Σ_g b[j, g]·ρ_jg / max ρ_j (long
@@ -479,8 +480,8 @@ def pin_gpus(inst: Instance, opts, sol, time_limit: float = 2.0) -> dict:   # de
             groups, fixed = [((o.cls[1],), o.cls[2])], ()
         elif o.cls is not None and o.cls[0] == "spread" and len(o.cls) > 3:
             groups, fixed = list(o.cls[3]), ()
-        elif o.cls is not None and o.cls[0] == "spread":
-            groups, fixed = [(tuple(nd.name for nd in cl.nodes), o.cls[1])], ()
+        elif o.cls is not None and o.cls[0] == "spread":             # on its support S, or anywhere
+            groups, fixed = [(o.cls[2] if len(o.cls) > 2 else tuple(nd.name for nd in cl.nodes), o.cls[1])], ()
         else:
             return {}
         top = max(oc.rho(job, g) for g in cl.gpus if job.can_use(g.type))

@@ -165,8 +165,9 @@ def run_solver(prob, backend: str, time_limit, threads: int, seed: int):
     fd, log = tempfile.mkstemp(suffix=".log")
     os.close(fd)
     try:
+        # tolerances as for HiGHS: with big-M = horizon, 1e-7 on a binary is a tenth of a second of overlap
         kw = dict(msg=False, gapRel=0.0, gapAbs=0.0, threads=max(1, threads), logPath=log,
-                  options=[f"randomCbcSeed {int(seed) + 1}"])
+                  options=[f"randomCbcSeed {int(seed) + 1}", "integerTolerance 1e-9", "primalTolerance 1e-9"])
         if time_limit is not None:
             kw["timeLimit"] = max(0.5, float(time_limit))
         prob.solve(pulp.PULP_CBC_CMD(**kw))

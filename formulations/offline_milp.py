@@ -165,7 +165,7 @@ def run_solver(prob, backend: str, time_limit, threads: int, seed: int):
     fd, log = tempfile.mkstemp(suffix=".log")
     os.close(fd)
     try:
-        # tolerances as for HiGHS: with big-M = horizon, 1e-7 on a binary is a tenth of a second of overlap
+        # tolerances as for HiGHS: with big-M = the horizon H, a binary off by 1e-7 lets a pair overlap 1e-7·H
         kw = dict(msg=False, gapRel=0.0, gapAbs=0.0, threads=max(1, threads), logPath=log,
                   options=[f"randomCbcSeed {int(seed) + 1}", "integerTolerance 1e-9", "primalTolerance 1e-9"])
         if time_limit is not None:

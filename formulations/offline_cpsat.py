@@ -432,6 +432,12 @@ def decode(inst: Instance, opts, sol, method: str):
         # variant: GPUs consistent with the model's own times (relaxed jobs pinned, others moved)
         chosen_p = {**chosen, **pinned}
         best = better(best, oc.best_retime(inst, order, lambda: oc.mixed_chooser(chosen_p), method))
+    if any(o.alloc is not None for o in chosen.values()):
+        # variant: concrete GPU sets stay as the model chose them, relaxed jobs take GPUs around them
+        kept = pin_gpus(inst, opts, sol, keep_concrete=True)
+        if kept and kept != pinned:
+            chosen_k = {**chosen, **kept}
+            best = better(best, oc.best_retime(inst, order, lambda: oc.mixed_chooser(chosen_k), method))
     pats = sol.get("patterns")
     if pats:
         # the model's per-node spread counts, and (its variant) the fastest free set of the class
@@ -439,7 +445,8 @@ def decode(inst: Instance, opts, sol, method: str):
     return best
 
 
-def pin_gpus(inst: Instance, opts, sol, time_limit: float = 2.0) -> dict:   # deterministic seconds
+def pin_gpus(inst: Instance, opts, sol, time_limit: float = 2.0,   # deterministic seconds
+             keep_concrete: bool = False) -> dict:
     """Concrete GPUs for every job of a model solution, consistent with the model's own times.
 
     The model fixes, per job, an interval [s, s + d) in its time unit and a node and size
@@ -452,7 +459,10 @@ def pin_gpus(inst: Instance, opts, sol, time_limit: float = 2.0) -> dict:   # de
     jobs on their fast GPUs). Returns job → option with that allocation (its fastest PS/level choice)
     for the jobs whose GPUs differ from the model's; {} when nothing is found within ``time_limit``
     (CP-SAT deterministic time, so the same solution gives the same GPUs). The
-    re-timing then delays whatever still clashes.
+    re-timing then delays whatever still clashes. ``keep_concrete``: every concrete option keeps its
+    GPUs and only relaxed jobs get GPUs, around them (a node-exact solution with one spread job: the
+    moved-GPUs variant lengthens exact jobs, 30 jobs / 32 GPUs seed 1: 3026.79, this one 3019.83 against
+    a model value of 3019.66; docs/oracle-offline.md, follow-up 9).
 
     Plain list scheduling instead gives a spread job the fastest GPUs free *now*, which can take the
     GPUs that a later job of the model needs and push it back (16 GPUs / 10 jobs, seed 0: decoded
@@ -474,6 +484,8 @@ def pin_gpus(inst: Instance, opts, sol, time_limit: float = 2.0) -> dict:   # de
         v1 = oc._single_node(o.alloc) if o.alloc is not None else None
         if o.alloc is not None and v1 is None:
             groups, fixed = [], o.alloc.gpus                           # multi-node concrete: as it is
+        elif o.alloc is not None and keep_concrete:
+            groups, fixed = [], o.alloc.gpus                           # single-node concrete: kept
         elif o.alloc is not None:
             groups, fixed = [((v1,), len(o.alloc.gpus))], ()
         elif o.cls is not None and o.cls[0] == "node":

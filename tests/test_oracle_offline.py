@@ -151,6 +151,31 @@ def test_pinned_gpus_follow_the_model(seed):
     assert rep.valid
 
 
+@pytest.mark.parametrize("seed", [0, 1, 5])
+def test_kept_concrete_gpus_and_spread_jobs_around_them(seed):
+    """pin_gpus(keep_concrete=True) on a node-exact solution with spread jobs: single-node concrete
+    options keep the model's GPUs, only the relaxed jobs get GPUs (with their group counts), and the
+    decode that uses them replays valid."""
+    inst = tiny(seed, gpus=8, nodes=4, jobs=6, max_size=4, variability=0.08, locality_penalty=1.3,
+                cpu_mem=False, ps=False)
+    mixed = oc.node_complete_options(inst)
+    res = {r for r in oc.capacities(inst) if r[0] in ("g", "n", "all", "set")}
+    sol = offline_cpsat.build_and_solve(inst, mixed, res, time_limit=30, threads=1, seed=0)
+    chosen = {j: mixed[j][k] for j, k in enumerate(sol["choice"])}
+    relaxed = {j for j, o in chosen.items() if o.alloc is None}
+    assert relaxed and len(relaxed) < len(chosen)           # the case this variant is for
+    kept = offline_cpsat.pin_gpus(inst, mixed, sol, keep_concrete=True)
+    assert set(kept) == relaxed
+    for j, o in kept.items():
+        gpus = o.alloc.gpus
+        assert len(gpus) == chosen[j].cls[1] and len({g.split(":")[0] for g in gpus}) > 1
+        for nodes, c in chosen[j].cls[3]:
+            assert sum(g.split(":")[0] in nodes for g in gpus) == c
+    sched, rep = offline_cpsat.decode(inst, mixed, sol, "cpsat")
+    assert rep.valid
+    assert rep.objective >= offline_cpsat.bound_from_units(inst, sol["bound_units"], sol["unit"])
+
+
 def _infeasible() -> Instance:
     d = tiny(0).to_dict()
     d["jobs"][1]["samples_per_s"] = {"tpu": 10.0}  # no GPU of the cluster can host it

@@ -482,10 +482,8 @@ def pin_gpus(inst: Instance, opts, sol, time_limit: float = 2.0,   # determinist
     for j, o in enumerate(chosen):
         job = inst.jobs[j]
         v1 = oc._single_node(o.alloc) if o.alloc is not None else None
-        if o.alloc is not None and v1 is None:
-            groups, fixed = [], o.alloc.gpus                           # multi-node concrete: as it is
-        elif o.alloc is not None and keep_concrete:
-            groups, fixed = [], o.alloc.gpus                           # single-node concrete: kept
+        if o.alloc is not None and (v1 is None or keep_concrete):
+            groups, fixed = [], o.alloc.gpus                           # concrete set as it is
         elif o.alloc is not None:
             groups, fixed = [((v1,), len(o.alloc.gpus))], ()
         elif o.cls is not None and o.cls[0] == "node":

@@ -427,17 +427,16 @@ def decode(inst: Instance, opts, sol, method: str):
         loose = {j: dataclasses.replace(o, cls=o.cls[:2]) if o.cls is not None and o.cls[0] == "spread" else o
                  for j, o in chosen.items()}
         best = better(best, oc.best_retime(inst, order, lambda: oc.mixed_chooser(loose), method))
-    pinned = pin_gpus(inst, opts, sol)
-    if pinned:
-        # variant: GPUs consistent with the model's own times (relaxed jobs pinned, others moved)
-        chosen_p = {**chosen, **pinned}
-        best = better(best, oc.best_retime(inst, order, lambda: oc.mixed_chooser(chosen_p), method))
-    if any(o.alloc is not None for o in chosen.values()):
-        # variant: concrete GPU sets stay as the model chose them, relaxed jobs take GPUs around them
-        kept = pin_gpus(inst, opts, sol, keep_concrete=True)
-        if kept and kept != pinned:
-            chosen_k = {**chosen, **kept}
-            best = better(best, oc.best_retime(inst, order, lambda: oc.mixed_chooser(chosen_k), method))
+    # variants: GPUs consistent with the model's own times, relaxed jobs pinned and concrete ones moved,
+    # or (when the model chose concrete sets) those kept as they are and relaxed jobs placed around them
+    keeps = (False, True) if any(o.alloc is not None for o in chosen.values()) else (False,)
+    seen: list = []
+    for keep in keeps:
+        pinned = pin_gpus(inst, opts, sol, keep_concrete=keep)
+        if pinned and pinned not in seen:
+            seen.append(pinned)
+            chosen_p = {**chosen, **pinned}
+            best = better(best, oc.best_retime(inst, order, lambda: oc.mixed_chooser(chosen_p), method))
     pats = sol.get("patterns")
     if pats:
         # the model's per-node spread counts, and (its variant) the fastest free set of the class

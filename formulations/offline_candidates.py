@@ -852,6 +852,46 @@ def job_infeasible(inst: Instance, opts: list[list[Option]], complete: bool) -> 
 
 # ----------------------------------------------------------------------------- list scheduling + local search
 
+SPREAD_CANDIDATES = 64   # most concrete spread sets per job and size for the list-scheduling search
+
+
+def spread_candidates(inst: Instance, j: int, limit: int = SPREAD_CANDIDATES) -> list[Option]:
+    """Concrete spread allocations of job ``j`` for :class:`SGS` (incumbents only, never a bound).
+
+    Per size n ≥ 2 that no single node hosts: every set of the fewest nodes that together host n of
+    the job's GPUs, with its n fastest GPUs there (each node keeping ≥ 1); the ``limit`` fastest sets.
+    """
+    cl = inst.cluster
+    job = inst.jobs[j]
+    cap = capacities(inst)
+    by = {nd.name: sorted((g for g in nd.gpus if job.can_use(g.type)), key=lambda g: (-rho(job, g), g.index))
+          for nd in cl.nodes}
+    by = {v: gl for v, gl in by.items() if gl}
+    hosts = sorted((len(gl) for gl in by.values()), reverse=True)
+    out: list[Option] = []
+    for n in job.sizes:
+        if n < 2 or (hosts and hosts[0] >= n) or sum(hosts) < n:
+            continue
+        k = next(i for i in range(2, len(hosts) + 1) if sum(hosts[:i]) >= n)
+        sets = set()
+        for S in itertools.combinations(sorted(by), k):
+            if sum(len(by[v]) for v in S) < n:
+                continue
+            pick = [by[v][0] for v in S]             # one GPU on every node of S, then the fastest
+            rest = sorted((g for v in S for g in by[v][1:]), key=lambda g: (-rho(job, g), g.id))
+            sets.add(tuple(sorted(g.id for g in pick + rest[:n - k])))
+        opts = [o for gids in sorted(sets)
+                for o in _filter(_options_for_set(inst, j, gids, sorted({g.split(":", 1)[0] for g in gids}), cap))]
+        out += sorted(opts, key=lambda o: (o.dur, o.alloc.gpus))[:limit]
+    return out
+
+
+def with_spread_candidates(inst: Instance, opts: list[list[Option]]) -> list[list[Option]]:
+    """``opts`` where every job without a concrete option gets :func:`spread_candidates`, so that
+    :class:`SGS` applies to instances whose jobs must spread."""
+    return [ol if any(o.alloc is not None for o in ol) else ol + spread_candidates(inst, j)
+            for j, ol in enumerate(opts)]
+
 
 class SGS:
     """Fast serial list scheduling over concrete options (incumbents only; never a bound).

@@ -51,6 +51,19 @@ from . import offline_candidates as oc
 OPT_RTOL = 1e-6
 SOLVER = "cpsat"
 SAT_PARAMS: dict = {"cp_model_probing_level": 0}   # for every model: probing cost seconds of presolve (docs/oracle-offline.md)
+CORE_SHARE = 0.6   # of the class model's time: core-based workers when the default ones have not proven it
+
+
+def core_params(threads: int) -> dict | None:
+    """SAT parameters that put CP-SAT's core-based lower-bound search on the class model, or None where
+    the default portfolio already runs it (≥ 4 workers). With 1-3 workers the default portfolio has no
+    core worker; on loaded instances (jobs queue behind spread jobs) it is the one that proves the class
+    model (16 GPUs / 10 jobs, seed 0: 5.7 s with [core, default_lp] against unproven in 30 s)."""
+    if threads >= 4:
+        return None
+    if threads == 1:
+        return {**SAT_PARAMS, "optimize_with_core": True}
+    return {**SAT_PARAMS, "subsolvers": ["core", "default_lp"] + (["fixed"] if threads == 3 else [])}
 
 
 def _unit(inst: Instance, opts) -> float:
@@ -83,9 +96,9 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
     never breaks a release, a no-overlap or a cumulative and never delays a completion, so some optimum
     of every model is semi-active (a start s > release with no job ending at s can move to s − 1: the
     jobs running just before s are running at s too) and the optimum and the bound are unchanged. It
-    lets CP-SAT prove small cumulative models that it does not prove otherwise (class model of 10 jobs
-    on 16 GPUs, 2 threads: OPTIMAL in 13 s, without it the bound is stuck 22 % lower after 60 s;
-    docs/oracle-offline.md, follow-up 6).
+    helps CP-SAT prove small cumulative models (class model of 10 jobs on 16 GPUs, 2 threads: OPTIMAL in
+    13 s in follow-up 6, without it the bound stuck 22 % lower after 60 s; that model now needs the
+    core-based workers, :func:`core_params`; docs/oracle-offline.md, follow-ups 6 and 10).
 
     ``spread_counts``: a relaxed ``("spread", n)`` option gets integer GPU counts c_v per node
     (0 ≤ c_v ≤ min(n − 1, hostable on v), Σ_v c_v = n when chosen) that enter the per-node GPU-count
@@ -221,7 +234,10 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
     if time_limit is not None:
         p.max_time_in_seconds = max(0.01, float(time_limit))
     for k, v in (SAT_PARAMS if sat_params is None else sat_params).items():
-        setattr(p, k, v)
+        if isinstance(v, (list, tuple)):
+            getattr(p, k).extend(v)
+        else:
+            setattr(p, k, v)
     st = solver.Solve(m)
     if st == cp_model.MODEL_INVALID:   # never take a bound from an invalid model
         raise RuntimeError(f"offline CP-SAT model invalid: {m.Validate()[:300]}")
@@ -663,8 +679,10 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
           node_decode_share: float = 0.05) -> Result:
     """Offline oracle by CP-SAT. See the module docstring for the models and what ``status`` means.
 
-    Large instances, in order: greedy; list-scheduling local search (``ls_share`` of the limit);
-    class model (``relaxed_share`` of what is left); lazy-variability hybrid rounds (at most
+    Large instances, in order: greedy; list-scheduling local search (``ls_share`` of the limit; jobs
+    larger than every node get concrete spread candidates); class model (``relaxed_share`` of what is
+    left; with a time limit and < 4 threads, ``1 − CORE_SHARE`` of that with the default workers, then,
+    if unproven, the rest with the core-based ones, which then also solve the later models); lazy-variability hybrid rounds (at most
     ``hybrid_rounds``, each ``hybrid_share`` of what is left, none started after ``hybrid_stop`` of
     the limit, ≤ ``hybrid_add`` new options a round; ``hybrid_per_node``: a cheater becomes exact
     only on the node the model put it on, :func:`offline_candidates.hybrid_node_options`); local search again; LNS in the exact option
@@ -717,19 +735,34 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     mixed_opts = oc.node_complete_options(inst) if node_complete else None
     res_all = {r for r in cap_res if r[0] in ("g", "n", "all", "set")} | (
         oc.binding_resources(inst, mixed_opts) if mixed_opts is not None else set())
-    use_ls = ls_share > 0 and mixed_opts is not None and oc.SGS.applicable(inst, mixed_opts, res_all)
+    sgs_opts = oc.with_spread_candidates(inst, mixed_opts) if mixed_opts is not None else None
+    use_ls = ls_share > 0 and sgs_opts is not None and oc.SGS.applicable(inst, sgs_opts, res_all)
     if use_ls:
-        best = better(best, improve(inst, mixed_opts, best, left, ls_share, time_limit, seed))
+        best = better(best, improve(inst, sgs_opts, best, left, ls_share, time_limit, seed))
         _phase(params, "local-search", {"status": "-"}, lb, best, t0)
     classes = oc.class_options(inst)
     t_rel = None if time_limit is None else left() * relaxed_share
-    sol = build_and_solve(inst, classes, {r for r in cap_res if r[0] in ("n", "all", "set")}, time_limit=t_rel,
+    res_cls = {r for r in cap_res if r[0] in ("n", "all", "set")}
+    core = core_params(threads) if t_rel is not None else None
+    sol = build_and_solve(inst, classes, res_cls, time_limit=None if t_rel is None else t_rel * (1 - CORE_SHARE if core else 1),
                           threads=threads, seed=seed, hint=hint_assignment(inst, classes, best[0]), hint_patterns=hint_patterns(inst, best[0]))
     lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
     if sol["choice"] is not None:
         best = better(best, decode(inst, classes, sol, SOLVER))
     params["model"] = "relaxed"
     _phase(params, "relaxed", sol, lb, best, t0)
+    loaded = None       # the core-based parameters, once they proved the class model (also for the later models)
+    if core and sol["status"] != "OPTIMAL":
+        # not proven by the default workers: the core-based ones for the rest of the class model's time
+        sol2 = build_and_solve(inst, classes, res_cls, time_limit=t_rel * CORE_SHARE, threads=threads, seed=seed,
+                               hint=hint_assignment(inst, classes, best[0]), hint_patterns=hint_patterns(inst, best[0]),
+                               sat_params=core)
+        lb = max(lb, bound_from_units(inst, sol2["bound_units"], sol2["unit"]))
+        if sol2["choice"] is not None:
+            best = better(best, decode(inst, classes, sol2, SOLVER))
+            sol = sol2
+        loaded = core if sol2["status"] == "OPTIMAL" else None
+        _phase(params, "relaxed-core", sol2, lb, best, t0)
     u_mix = _unit(inst, mixed_opts) if mixed_opts is not None else None
 
     def exact_decode(best_, opts_=None, sol_=None):
@@ -800,7 +833,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
             if t_h is not None and t_h < 0.5:
                 break
             sol = build_and_solve(inst, hyb, res_all, time_limit=t_h, threads=threads, seed=seed,
-                                  hint=hint_assignment(inst, hyb, best[0]))
+                                  hint=hint_assignment(inst, hyb, best[0]), sat_params=loaded)
             lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
             if sol["choice"] is not None:
                 best = better(best, decode(inst, hyb, sol, SOLVER))
@@ -808,7 +841,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
                 if use_ls:
                     order = sorted(range(len(cnt)), key=lambda j: (sol["start"][j], j))
                     al = {j: hyb[j][k].alloc for j, k in enumerate(sol["choice"]) if hyb[j][k].alloc is not None}
-                    best = better(best, improve(inst, mixed_opts, best, left, ls_share / 2, time_limit, seed + 2,
+                    best = better(best, improve(inst, sgs_opts, best, left, ls_share / 2, time_limit, seed + 2,
                                                 extra=[(order, al), order]))
             obj = _obj(best)
             params["model"] = "relaxed+hybrid"
@@ -817,7 +850,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
                 break
             cur_opts, cur_sol = hyb, sol
     if use_ls and _open(obj, lb):
-        best = better(best, improve(inst, mixed_opts, best, left, ls_share, time_limit, seed + 1))
+        best = better(best, improve(inst, sgs_opts, best, left, ls_share, time_limit, seed + 1))
         _phase(params, "local-search", {"status": "-"}, lb, best, t0)
         obj = _obj(best)
     if use_ls and lns_share > 0 and _open(obj, lb) and (left() is None or left() > 1):
@@ -834,7 +867,8 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         # ... then every single-node allocation exactly, spread ones relaxed: still a valid bound,
         # and exact (variability included) for schedules without spread jobs
         sol = build_and_solve(inst, mixed, res_all, time_limit=left(), threads=threads, seed=seed,
-                              hint=hint_assignment(inst, mixed, best[0]), hint_patterns=hint_patterns(inst, best[0]))
+                              hint=hint_assignment(inst, mixed, best[0]), hint_patterns=hint_patterns(inst, best[0]),
+                              sat_params=loaded)
         lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
         if sol["choice"] is not None:
             best = better(best, decode(inst, mixed, sol, SOLVER))

@@ -106,6 +106,33 @@ def test_relaxed_path_bound_below_optimum(monkeypatch):
             assert r.objective >= opt * (1 - 1e-9)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_core_workers_after_an_unproven_class_model_keep_a_valid_bound(monkeypatch, threads):
+    """The class model counts as unproven by the default workers, so the core-based ones solve it again
+    (and then the later models): bound ≤ brute-force optimum, incumbent replayed."""
+    orig = oc.concrete_options
+    monkeypatch.setattr(oc, "concrete_options", lambda inst, full_limit=64: orig(inst, full_limit=0))
+    real = offline_cpsat.build_and_solve
+    calls = []
+
+    def class_model_unproven(inst, opts, res, **kw):
+        out = real(inst, opts, res, **kw)
+        calls.append(kw.get("sat_params"))
+        return {**out, "status": "FEASIBLE"} if len(calls) == 1 and out["choice"] is not None else out
+
+    monkeypatch.setattr(offline_cpsat, "build_and_solve", class_model_unproven)
+    for seed in (0, 9):
+        calls.clear()
+        inst = tiny(seed, gpus=4, nodes=2, jobs=4, max_size=2, variability=0.08, locality_penalty=1.3)
+        opt = brute.solve(inst).objective
+        r = offline_cpsat.solve(inst, time_limit=8, threads=threads, seed=0)
+        check_valid(inst, r)
+        assert r.lower_bound <= opt * (1 + 1e-9) and r.objective >= opt * (1 - 1e-9)
+        core = [ph for ph in r.params["phases"] if ph["phase"] == "relaxed-core"]
+        assert len(core) == 1 and core[0]["status"] == "OPTIMAL"
+        assert calls[0] is None and calls[1] == offline_cpsat.core_params(threads) and len(calls) >= 3
+
+
 def test_milp_capacity_set_budget_keeps_a_valid_bound(monkeypatch):
     """With no capacity-set row allowed (nonzero budget 0) the MILP is a relaxation: bound ≤ optimum,
     and the model says it is not exact."""
@@ -432,6 +459,40 @@ def test_local_search_and_lns_incumbents_are_replayed(seed):
     assert rep.valid and rep.objective >= opt * (1 - 1e-9)
     best = offline_cpsat.lns(inst, mixed, (sched, rep), res, None, 1, 0, window=3, rounds=3)
     assert best[1].valid and opt * (1 - 1e-9) <= best[1].objective <= rep.objective + 1e-9
+
+
+def test_spread_candidates_let_list_scheduling_run_where_jobs_must_spread():
+    """Jobs larger than every node have no concrete single-node option; their concrete spread
+    candidates (fewest nodes, each holding ≥ 1 GPU, exact durations) make the local search apply."""
+    inst = offline_instance(gpus=12, nodes=3, jobs=4, max_size=8, elastic=0.3, seed=1, variability=0.08,
+                            locality_penalty=1.3, interarrival_s=600, duration_h=(0.1, 1.0))
+    mixed = oc.node_complete_options(inst)
+    res = {r for r in oc.capacities(inst) if r[0] in ("g", "n", "all")}
+    must_spread = [j for j, ol in enumerate(mixed) if not any(o.alloc is not None for o in ol)]
+    assert must_spread == [1, 2] and not oc.SGS.applicable(inst, mixed, res)
+    sgs = oc.with_spread_candidates(inst, mixed)
+    assert oc.SGS.applicable(inst, sgs, res)
+    for j in must_spread:
+        cand = [o for o in sgs[j] if o.alloc is not None]
+        assert len({o.alloc.gpus for o in cand}) == 3          # every node pair, 4 + 4 GPUs
+        for o in cand:
+            nodes = [g.split(":", 1)[0] for g in o.alloc.gpus]
+            assert len(nodes) in inst.jobs[j].sizes and len(set(nodes)) == 2
+            assert math.isclose(o.dur, duration(inst.jobs[j], o.alloc, inst.cluster), rel_tol=1e-12)
+    assert all(sgs[j] == mixed[j] for j in range(len(mixed)) if j not in must_spread)
+
+
+def test_local_search_with_spread_candidates_is_replayed_and_not_below_optimum():
+    inst = offline_instance(gpus=8, nodes=2, jobs=4, max_size=8, elastic=0.3, seed=1, variability=0.08,
+                            locality_penalty=1.3, interarrival_s=600, duration_h=(0.1, 1.0))
+    opt = brute.solve(inst).objective
+    sgs = oc.with_spread_candidates(inst, oc.node_complete_options(inst))
+    out = oc.local_search(inst, sgs, [list(range(len(inst.jobs)))], None, max_iters=200)
+    sched, rep = oc.best_retime(inst, out[1], lambda: oc.fixed_chooser(out[2]), "x")
+    assert rep.valid and rep.objective >= opt * (1 - 1e-9)
+    r = offline_cpsat.solve(inst, threads=1, seed=0, hybrid_rounds=0, lns_share=0)
+    check_valid(inst, r)
+    assert r.lower_bound <= opt * (1 + 1e-9) and r.objective >= opt * (1 - 1e-9)
 
 
 # ----------------------------------------------------------------------------- group patterns, node cuts

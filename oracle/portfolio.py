@@ -1,11 +1,13 @@
 """The ``auto`` method: a portfolio that keeps the best replayed schedule and the largest proven bound.
 
 Static and offline: a heuristic incumbent first (it becomes the hint of every member, hinting every
-variable), then CP-SAT and the HiGHS MILP. With ``threads == 1`` they run one after the other
-(CP-SAT gets 60 % of the time limit, HiGHS the rest, and is skipped when CP-SAT already proved
-optimality; each later member is hinted with the best schedule so far); with ``threads >= 2`` they
-run at the same time in two processes, each with half the threads, and a member that proves optimality
-(or infeasibility) ends the other at once. The shared hint is the market matching
+variable), then CP-SAT and the HiGHS MILP. With ``threads == 1``, and on offline instances with any
+number of threads, they run one after the other with every thread (CP-SAT gets 60 % of the time limit,
+85 % on offline instances, HiGHS the rest, and is skipped when CP-SAT already proved optimality; each
+later member is hinted with the best schedule so far); static instances with ``threads >= 2`` run them
+at the same time in two processes, each with half the threads, and a member that proves optimality
+(or infeasibility) ends the other at once. (Offline: CP-SAT with 2 threads proves what CP-SAT with 1
+thread beside a HiGHS process does not; docs/oracle-offline.md, follow-up 10.) The shared hint is the market matching
 (``matching.methods.matching``), else the greedy. Preemptive: the colleague's
 lower bound (status ``bound_only``).
 """
@@ -22,6 +24,10 @@ from jctlab.result import Result
 
 MEMBERS = ("cpsat", "milp")
 CPSAT_SHARE = 0.6
+#: offline instances run the members one after the other with every thread, CP-SAT first with this share:
+#: its offline oracle beats the MILP on every instance size and needs its threads (docs/oracle-offline.md,
+#: follow-up 10)
+OFFLINE_CPSAT_SHARE = 0.85
 
 
 def _member(name: str, inst: Instance, time_limit: float | None, threads: int, seed: int, hint: Schedule | None,
@@ -86,12 +92,13 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
     if inst.problem == "preemptive":
         r = _member("cpsat", inst, time_limit, threads, seed, hint, warm)
         return r.with_(solver=f"auto/{r.solver}")
+    parallel = threads >= 2 and inst.problem != "offline"
     params: dict[str, Any] = {"members": list(MEMBERS), "time_limit": time_limit, "threads": threads, "seed": seed,
-                              "versions": solver_versions(), "parallel": threads >= 2}
+                              "versions": solver_versions(), "parallel": parallel}
     if hint is None and warm:
         hint = _heuristic(inst, seed, time_limit)
     results: list[Result] = []
-    if threads >= 2:
+    if parallel:
         left = dl.left()
         tl = None if left == float("inf") else max(0.1, left - 0.3)
         per = max(1, threads // 2)
@@ -138,12 +145,13 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
                     p.join(timeout=1.0)
             q.close()
     else:
+        share = OFFLINE_CPSAT_SHARE if inst.problem == "offline" else CPSAT_SHARE
         for k, m in enumerate(MEMBERS):
             left = dl.left()
             if left <= 0.05:
                 break
-            tl = None if left == float("inf") else (left * CPSAT_SHARE if k == 0 else left)
-            r = _member(m, inst, tl, 1, seed, hint, warm)
+            tl = None if left == float("inf") else (left * share if k == 0 else left)
+            r = _member(m, inst, tl, threads, seed, hint, warm)
             results.append(r)
             if r.status in ("optimal", "infeasible"):
                 break

@@ -133,6 +133,27 @@ def test_core_workers_after_an_unproven_class_model_keep_a_valid_bound(monkeypat
         assert calls[0] is None and calls[1] == offline_cpsat.core_params(threads) and len(calls) >= 3
 
 
+def test_auto_runs_offline_members_in_turn_with_every_thread(monkeypatch):
+    """Offline ``auto`` with 2 threads: CP-SAT, then (unless it proved optimality) HiGHS, each with both
+    threads, not side by side with one each; the result is the brute-force optimum."""
+    from oracle import methods, portfolio
+
+    real, seen = portfolio._member, []
+
+    def spy(name, inst, time_limit, threads, *a):
+        seen.append((name, threads, time_limit))
+        return real(name, inst, time_limit, threads, *a)
+
+    monkeypatch.setattr(portfolio, "_member", spy)
+    inst = tiny(4, gpus=4, nodes=2, jobs=4, max_size=2, variability=0.08)
+    r = methods.solve(inst, method="auto", time_limit=20, threads=2, cache=None)
+    check_valid(inst, r)
+    assert r.status == "optimal" and r.objective == pytest.approx(brute.solve(inst).objective, rel=RTOL)
+    assert r.params["parallel"] is False
+    assert seen[0][:2] == ("cpsat", 2) and seen[0][2] == pytest.approx(20 * portfolio.OFFLINE_CPSAT_SHARE, abs=0.5)
+    assert all(t == 2 for _, t, _ in seen)
+
+
 def test_milp_capacity_set_budget_keeps_a_valid_bound(monkeypatch):
     """With no capacity-set row allowed (nonzero budget 0) the MILP is a relaxation: bound ≤ optimum,
     and the model says it is not exact."""

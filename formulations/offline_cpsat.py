@@ -682,9 +682,9 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     Large instances, in order: greedy; list-scheduling local search (``ls_share`` of the limit; jobs
     larger than every node get concrete spread candidates); class model (``relaxed_share`` of what is
     left; with a time limit and < 4 threads, ``1 − CORE_SHARE`` of that with the default workers, then,
-    if unproven, the rest with the core-based ones, which then also solve the later models); lazy-variability hybrid rounds (at most
-    ``hybrid_rounds``, each ``hybrid_share`` of what is left, none started after ``hybrid_stop`` of
-    the limit, ≤ ``hybrid_add`` new options a round; ``hybrid_per_node``: a cheater becomes exact
+    if unproven, the rest with the core-based ones, which then also solve the later models);
+    lazy-variability hybrid rounds (at most ``hybrid_rounds``, each ``hybrid_share`` of what is left,
+    none started after ``hybrid_stop`` of the limit, ≤ ``hybrid_add`` new options a round; ``hybrid_per_node``: a cheater becomes exact
     only on the node the model put it on, :func:`offline_candidates.hybrid_node_options`); local search again; LNS in the exact option
     model (``lns_share`` of what is left); node-exact model for the rest. The node assignments of the
     class solution, of each hybrid solution and of the incumbent before the node-exact phase are also
@@ -744,8 +744,9 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     t_rel = None if time_limit is None else left() * relaxed_share
     res_cls = {r for r in cap_res if r[0] in ("n", "all", "set")}
     core = core_params(threads) if t_rel is not None else None
-    sol = build_and_solve(inst, classes, res_cls, time_limit=None if t_rel is None else t_rel * (1 - CORE_SHARE if core else 1),
-                          threads=threads, seed=seed, hint=hint_assignment(inst, classes, best[0]), hint_patterns=hint_patterns(inst, best[0]))
+    t_default = None if t_rel is None else t_rel * (1 - CORE_SHARE if core else 1)
+    sol = build_and_solve(inst, classes, res_cls, time_limit=t_default, threads=threads, seed=seed,
+                          hint=hint_assignment(inst, classes, best[0]), hint_patterns=hint_patterns(inst, best[0]))
     lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
     if sol["choice"] is not None:
         best = better(best, decode(inst, classes, sol, SOLVER))

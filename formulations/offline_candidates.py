@@ -853,13 +853,15 @@ def job_infeasible(inst: Instance, opts: list[list[Option]], complete: bool) -> 
 # ----------------------------------------------------------------------------- list scheduling + local search
 
 SPREAD_CANDIDATES = 64   # most concrete spread sets per job and size for the list-scheduling search
+SPREAD_NODE_SETS = 2000  # most node sets enumerated per job and size (the fastest nodes first beyond it)
 
 
 def spread_candidates(inst: Instance, j: int, limit: int = SPREAD_CANDIDATES) -> list[Option]:
     """Concrete spread allocations of job ``j`` for :class:`SGS` (incumbents only, never a bound).
 
     Per size n ≥ 2 that no single node hosts: every set of the fewest nodes that together host n of
-    the job's GPUs, with its n fastest GPUs there (each node keeping ≥ 1); the ``limit`` fastest sets.
+    the job's GPUs (among the job's fastest nodes when there are more than ``SPREAD_NODE_SETS`` such
+    sets), with its n fastest GPUs there (each node keeping ≥ 1); the ``limit`` fastest sets.
     """
     cl = inst.cluster
     job = inst.jobs[j]
@@ -873,8 +875,11 @@ def spread_candidates(inst: Instance, j: int, limit: int = SPREAD_CANDIDATES) ->
         if n < 2 or (hosts and hosts[0] >= n) or sum(hosts) < n:
             continue
         k = next(i for i in range(2, len(hosts) + 1) if sum(hosts[:i]) >= n)
+        pool = sorted(by, key=lambda v: (-sum(rho(job, g) for g in by[v][:n]), v))
+        while len(pool) > k and math.comb(len(pool), k) > SPREAD_NODE_SETS:
+            pool.pop()
         sets = set()
-        for S in itertools.combinations(sorted(by), k):
+        for S in itertools.combinations(sorted(pool), k):
             if sum(len(by[v]) for v in S) < n:
                 continue
             pick = [by[v][0] for v in S]             # one GPU on every node of S, then the fastest

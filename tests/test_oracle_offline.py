@@ -482,7 +482,7 @@ def test_local_search_and_lns_incumbents_are_replayed(seed):
     assert best[1].valid and opt * (1 - 1e-9) <= best[1].objective <= rep.objective + 1e-9
 
 
-def test_spread_candidates_let_list_scheduling_run_where_jobs_must_spread():
+def test_spread_candidates_let_list_scheduling_run_where_jobs_must_spread(monkeypatch):
     """Jobs larger than every node have no concrete single-node option; their concrete spread
     candidates (fewest nodes, each holding ≥ 1 GPU, exact durations) make the local search apply."""
     inst = offline_instance(gpus=12, nodes=3, jobs=4, max_size=8, elastic=0.3, seed=1, variability=0.08,
@@ -501,6 +501,15 @@ def test_spread_candidates_let_list_scheduling_run_where_jobs_must_spread():
             assert len(nodes) in inst.jobs[j].sizes and len(set(nodes)) == 2
             assert math.isclose(o.dur, duration(inst.jobs[j], o.alloc, inst.cluster), rel_tol=1e-12)
     assert all(sgs[j] == mixed[j] for j in range(len(mixed)) if j not in must_spread)
+    # with room for one node set only: the job's two fastest nodes
+    monkeypatch.setattr(oc, "SPREAD_NODE_SETS", 1)
+    for j in must_spread:
+        job = inst.jobs[j]
+        speed = {nd.name: sum(oc.rho(job, g) for g in nd.gpus) for nd in inst.cluster.nodes}
+        fastest = set(sorted(speed, key=lambda v: -speed[v])[:2])
+        cand = oc.spread_candidates(inst, j)
+        assert cand and {o.alloc.gpus for o in cand} == {tuple(sorted(
+            g.id for nd in inst.cluster.nodes if nd.name in fastest for g in nd.gpus))}
 
 
 def test_local_search_with_spread_candidates_is_replayed_and_not_below_optimum():

@@ -7,9 +7,9 @@ number of threads, they run one after the other with every thread (CP-SAT gets 6
 later member is hinted with the best schedule so far); static instances with ``threads >= 2`` run them
 at the same time in two processes, each with half the threads, and a member that proves optimality
 (or infeasibility) ends the other at once. (Offline: CP-SAT with 2 threads proves what CP-SAT with 1
-thread beside a HiGHS process does not; docs/oracle-offline.md, follow-up 10.) The shared hint is the market matching
-(``matching.methods.matching``), else the greedy. Preemptive: the colleague's
-lower bound (status ``bound_only``).
+thread beside a HiGHS process does not; docs/oracle-offline.md, follow-up 10.) The shared hint is the
+market matching (``matching.methods.matching``), else the greedy. Preemptive: the colleague's lower
+bound (status ``bound_only``).
 """
 
 from __future__ import annotations

@@ -47,10 +47,12 @@ from jctlab.result import Result
 from jctlab.speed import duration
 
 from . import offline_candidates as oc
+from . import time_indexed_bound
 
 OPT_RTOL = 1e-6
 SOLVER = "cpsat"
 SAT_PARAMS: dict = {"cp_model_probing_level": 0}   # for every model: probing cost seconds of presolve (docs/oracle-offline.md)
+LP_SHARE = 0.25    # of the time left: time-indexed LP bound after an unproven exact or class model
 CORE_SHARE = 0.6   # of the class model's time: core-based workers when the default ones have not proven it
 
 
@@ -562,6 +564,20 @@ def check_offline(inst: Instance, who: str) -> None:
         raise InputError(inst.name, "problem", f"{who} solves offline instances, got {inst.problem!r}")
 
 
+def lp_bounds(inst: Instance, opts, res: set, best, left) -> float:
+    """The preemptive LP bound and the time-indexed LP bound of the option model ``opts`` (both
+    relaxations, :mod:`formulations.preemptive_bound`, :mod:`formulations.time_indexed_bound`) within
+    the time ``left()``; −inf for one not solved in time."""
+    from . import preemptive_bound
+
+    lb = -math.inf
+    try:
+        lb = preemptive_bound.lower_bound(inst, time_limit=left(), threads=1)
+    except Exception:  # an extra: the other bounds stay valid
+        pass
+    return max(lb, time_indexed_bound.lower_bound(inst, opts, res, incumbent=_obj(best), time_limit=left()))
+
+
 def finish(inst: Instance, best, lb: float, t0: float, solver: str, version: str, params: dict) -> Result:
     """Result from the best (schedule, replay) and the proven bound."""
     runtime = time.perf_counter() - t0
@@ -717,12 +733,17 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     cap_res = set(oc.capacities(inst))
     if complete:
         res = {r for r in cap_res if r[0] in ("g", "n", "all")} | oc.binding_resources(inst, concrete)
-        sol = build_and_solve(inst, concrete, res, time_limit=left(), threads=threads, seed=seed,
+        t_exact = None if time_limit is None else left() * (1 - LP_SHARE)
+        sol = build_and_solve(inst, concrete, res, time_limit=t_exact, threads=threads, seed=seed,
                               hint=hint_assignment(inst, concrete, best[0]))
         lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
         if sol["choice"] is not None:
             best = better(best, decode(inst, concrete, sol, SOLVER))
         params["model"] = "exact"
+        if time_limit is not None and _open(_obj(best), lb):
+            # a queue CP-SAT did not prove: its bound may still be Σ(a_j + p_j); the LP bounds are not
+            lb = max(lb, lp_bounds(inst, concrete, {r for r in res if r[0] != "n" and r[0] != "all"}, best, left))
+            _phase(params, "lp-bounds", {"status": "-"}, lb, best, t0)
         return finish(inst, best, lb, t0, SOLVER, ver, params)
 
     from . import preemptive_bound
@@ -765,6 +786,10 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
             sol = sol2
         loaded = core if sol2["status"] == "OPTIMAL" else None
         _phase(params, "relaxed-core", sol2, lb, best, t0)
+    if sol["status"] != "OPTIMAL" and time_limit is not None and _open(_obj(best), lb):
+        lb = max(lb, time_indexed_bound.lower_bound(inst, classes, res_cls, incumbent=_obj(best),
+                                                    time_limit=left() * LP_SHARE))
+        _phase(params, "time-indexed-lp", {"status": "-"}, lb, best, t0)
     u_mix = _unit(inst, mixed_opts) if mixed_opts is not None else None
 
     def exact_decode(best_, opts_=None, sol_=None):

@@ -5,6 +5,7 @@
 A size ``GxJ`` is G GPUs (G/4 nodes, at least 1) and J jobs of
 ``jctlab.generators.offline_instance(interarrival_s=900, duration_h=(0.1, 2), max_size=min(8, G),
 variability=0.05, locality_penalty=1.2)``. Certified gap = (objective − lower bound) / lower bound.
+``--interarrival 300`` makes queues (jobs wait for GPUs): the loaded rows of docs/oracle-offline.md.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def main(argv=None) -> int:
     ap.add_argument("--time-limit", type=float, default=10.0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--methods", default="cpsat,highs,cbc")
+    ap.add_argument("--interarrival", type=float, default=900.0, help="mean seconds between arrivals")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -40,8 +42,8 @@ def main(argv=None) -> int:
     for size in a.sizes.split(","):
         g, j = (int(x) for x in size.lower().split("x"))
         insts = [offline_instance(gpus=g, nodes=max(1, g // 4) if g >= 8 else max(1, g // 2), jobs=j,
-                                  interarrival_s=900, duration_h=(0.1, 2), max_size=min(8, g), variability=0.05,
-                                  locality_penalty=1.2, seed=s) for s in range(a.seeds)]
+                                  interarrival_s=a.interarrival, duration_h=(0.1, 2), max_size=min(8, g),
+                                  variability=0.05, locality_penalty=1.2, seed=s) for s in range(a.seeds)]
         for m in a.methods.split(","):
             opt, gaps, times = 0, [], []
             for inst in insts:

@@ -1,0 +1,111 @@
+"""Time-indexed LP bound (formulations/time_indexed_bound.py): valid against brute force on tiny
+queues for every objective, over exact and relaxed option models, with and without an incumbent;
+stronger than the preemptive LP on a queue; used by offline_cpsat.solve when CP-SAT is cut short."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from formulations import brute, offline_cpsat, preemptive_bound
+from formulations import offline_candidates as oc
+from formulations import time_indexed_bound as tib
+from jctlab.generators import offline_instance
+from jctlab.replay import replay
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def queue(seed: int, objective: str = "mean_jct", **over):
+    """A few jobs arriving close together on few GPUs: they must wait."""
+    kw = dict(gpus=2 + seed % 2, nodes=1 + seed % 2, jobs=4, interarrival_s=120, duration_h=(0.2, 1.0),
+              max_size=2, elastic=0.6, variability=0.05 * (seed % 3), locality_penalty=1.2,
+              cpu_mem=seed % 4 == 1, ps=seed % 4 == 2, seed=seed, objective=objective)
+    kw.update(over)
+    inst = offline_instance(**kw)
+    if objective == "weighted_jct":
+        inst = inst.replace_jobs([j.__class__(**{**j.__dict__, "weight": 1.0 + (i % 3)})
+                                  for i, j in enumerate(inst.jobs)])
+    return inst
+
+
+def exact_model(inst):
+    opts, complete = oc.concrete_options(inst)
+    assert complete
+    res = {("g", g.id) for g in inst.cluster.gpus} | oc.binding_resources(inst, opts)
+    return opts, res
+
+
+def class_model(inst):
+    res = {r for r in oc.capacities(inst) if r[0] in ("n", "all", "set")}
+    return oc.class_options(inst), res
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), objective=st.sampled_from(["mean_jct", "weighted_jct", "makespan"]),
+       slots=st.sampled_from([None, 7, 60]), model=st.sampled_from([exact_model, class_model]),
+       with_incumbent=st.booleans())
+def test_time_indexed_bound_never_exceeds_the_optimum(seed, objective, slots, model, with_incumbent):
+    """Law: over the exact model or the class relaxation, any slot count, with the optimum or the
+    greedy schedule as incumbent or none, the bound is at most the brute-force optimum."""
+    inst = queue(seed, objective)
+    ref = brute.solve(inst)
+    assume(ref.status == "optimal")
+    opt = ref.objective
+    opts, res = model(inst)
+    inc = None
+    if with_incumbent:
+        inc = opt if seed % 2 else oc.greedy(inst, "test")[1].objective
+    b = tib.lower_bound(inst, opts, res, incumbent=inc, slots=slots)
+    assert math.isfinite(b)
+    assert b <= opt * (1 + 1e-9), (b, opt)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_time_indexed_bound_at_least_the_trivial_bound_on_exact_models(seed):
+    inst = queue(seed)
+    assert brute.solve(inst).status == "optimal"
+    opts, res = exact_model(inst)
+    b = tib.lower_bound(inst, opts, res, slots=200)
+    assert b >= oc.trivial_bound(inst) * (1 - 1e-6)
+
+
+def loaded_queue():
+    # 10 jobs of 0.5-2 h arriving every ~5 min on 3 GPUs of one node
+    return offline_instance(gpus=3, nodes=1, jobs=10, interarrival_s=300, duration_h=(0.5, 2), max_size=2,
+                            cpu_mem=True, seed=1)
+
+
+def test_time_indexed_bound_beats_the_preemptive_lp_on_a_queue():
+    inst = loaded_queue()
+    opts, res = exact_model(inst)
+    inc = oc.greedy(inst, "test")[1].objective
+    b = tib.lower_bound(inst, opts, res, incumbent=inc, slots=150)
+    pre = preemptive_bound.lower_bound(inst)
+    assert pre > oc.trivial_bound(inst) * 1.3          # a real queue
+    assert b > pre * 1.05                              # non-preemption counts
+    assert b <= inc
+
+
+def test_time_limited_lp_gives_no_bound_rather_than_a_wrong_one():
+    inst = loaded_queue()
+    opts, res = exact_model(inst)
+    assert tib.lower_bound(inst, opts, res, slots=400, time_limit=1e-4) == -math.inf
+
+
+def test_solve_adds_the_lp_bounds_when_cp_sat_is_cut_short(monkeypatch):
+    """An exact model that CP-SAT does not prove (its bound is Σ(a_j + p_j) here) ends with the LP
+    bounds: the result's bound is the best of them, still below the replayed objective."""
+    inst = loaded_queue()
+    monkeypatch.setattr(offline_cpsat, "LP_SHARE", 0.5)
+    r = offline_cpsat.solve(inst, time_limit=6, threads=1)
+    rep = replay(inst, r.claimed_schedule())
+    assert rep.valid and math.isclose(rep.objective, r.objective, rel_tol=1e-6)
+    assert r.status == "feasible"
+    assert "lp-bounds" in [p["phase"] for p in r.params["phases"]]
+    assert r.lower_bound >= preemptive_bound.lower_bound(inst) * (1 - 1e-9)
+    assert r.lower_bound > oc.trivial_bound(inst) * 1.3
+    assert r.lower_bound <= r.objective

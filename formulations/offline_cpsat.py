@@ -575,7 +575,13 @@ def lp_bounds(inst: Instance, opts, res: set, best, left) -> float:
         lb = preemptive_bound.lower_bound(inst, time_limit=left(), threads=1)
     except Exception:  # an extra: the other bounds stay valid
         pass
-    return max(lb, time_indexed_bound.lower_bound(inst, opts, res, incumbent=_obj(best), time_limit=left()))
+    return max(lb, time_indexed_bound.lower_bound(inst, opts, res, incumbent=_obj(best), time_limit=left(),
+                                                  focus=_last_completion(best)))
+
+
+def _last_completion(best) -> float | None:
+    """The incumbent's last completion (where the time-indexed LP puts most of its slots)."""
+    return max(best[1].completion.values()) if best[1] is not None and best[1].completion else None
 
 
 def finish(inst: Instance, best, lb: float, t0: float, solver: str, version: str, params: dict) -> Result:
@@ -788,7 +794,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         _phase(params, "relaxed-core", sol2, lb, best, t0)
     if sol["status"] != "OPTIMAL" and time_limit is not None and _open(_obj(best), lb):
         lb = max(lb, time_indexed_bound.lower_bound(inst, classes, res_cls, incumbent=_obj(best),
-                                                    time_limit=left() * LP_SHARE))
+                                                    time_limit=left() * LP_SHARE, focus=_last_completion(best)))
         _phase(params, "time-indexed-lp", {"status": "-"}, lb, best, t0)
     u_mix = _unit(inst, mixed_opts) if mixed_opts is not None else None
 

@@ -6,14 +6,15 @@ at Σ(a_j + p_j) for minutes: 11 jobs on 3 GPUs, an exact model of 135 options, 
 starts in slot t). It is built here over the same options and resources as a CP-SAT model
 (:mod:`formulations.offline_cpsat`), so it relaxes whatever that model relaxes and nothing more.
 
-Validity (slot length Δ, origin t₀ = the earliest arrival, slot of an instant s: ⌊(s − t₀)/Δ⌋):
-map any schedule of the option model (start s_j, option o_j of duration p) to start slot
-t_j = slot(s_j) and occupancy [t_j, t_j + L_o) with L_o = ⌊p/Δ⌋. Since ⌊x⌋ + ⌊y⌋ ≤ ⌊x + y⌋, that
-occupancy lies inside [slot(s_j), slot(s_j + p)); every job whose occupancy contains slot k runs in
-the real schedule at the instant t₀ + (k + 1)Δ − ε (it started before t₀ + (k+1)Δ and ends at or
-after it). So every capacity (GPU, node and cluster counts, CPU/memory) holds slot by slot, t_j ≥
-slot(a_j), and C_j = s_j + p ≥ max(a_j, t₀ + t_jΔ) + p, which is the LP's completion cost. Hence the
-mapped schedule is feasible for the LP with a cost no larger than its objective.
+Validity. Slots are [τ_t, τ_{t+1}) for increasing boundaries τ_0 = the earliest arrival < … < τ_K
+(:func:`grid`). Map any schedule of the option model (start s_j in slot t_j, option o_j of duration p)
+to "o_j starts in slot t_j" and let it occupy every slot q with t_j ≤ q and τ_{q+1} ≤ τ_{t_j} + p. Such
+a job runs in the real schedule at the instant τ_{q+1} − ε (it started before τ_{q+1}, as s_j <
+τ_{t_j+1} ≤ τ_{q+1}, and ends at s_j + p ≥ τ_{t_j} + p ≥ τ_{q+1}), so the jobs occupying slot q all run
+together then, and every capacity (GPU, node and cluster counts, CPU/memory) holds slot by slot. Also
+t_j ≥ slot(a_j) and C_j = s_j + p ≥ max(a_j, τ_{t_j}) + p, the LP's completion cost. Hence the mapped
+schedule is feasible for the LP with a cost no larger than its objective. (With uniform slots of Δ this is
+an occupancy of ⌊p/Δ⌋ slots.)
 
 Horizon. A semi-active schedule (every start a release or another job's end; some optimum is one)
 starts every job by max a + Σ_{i≠j} max p_i. With an incumbent of objective U, a schedule of
@@ -24,8 +25,9 @@ schedule of objective ≤ U, and min(LP, U) bounds them all. (A real schedule, i
 has a model image with the same starts and options and no larger completions; left-shifting that
 image inside the model to a semi-active one only moves starts earlier, so both limits hold for it.)
 
-LP: with Z_{o,t} = Σ_{t' ≤ t} x_{o,t'} (monotone in t), slot k's use of o is Z_{o,k} − Z_{o,k−L_o},
-two nonzeros per option, slot and resource. Solved by HiGHS (scipy); the optimum is lowered by 1e-7
+LP: with Z_{o,t} = Σ_{t' ≤ t} x_{o,t'} (monotone in t), slot q's use of o is Z_{o,min(q,l)} −
+Z_{o,t*(q)−1} (the starts that occupy q form the range [t*(q), min(q, l)]), two nonzeros per option,
+slot and resource. Solved by HiGHS (scipy); the optimum is lowered by 1e-7
 relative for the solver's tolerances. A time-limited or failed LP gives no bound (−inf).
 """
 
@@ -69,20 +71,21 @@ def latest_starts(inst: Instance, opts: list[list[oc.Option]], incumbent: float 
 
 
 def lower_bound(inst: Instance, opts: list[list[oc.Option]], resources: set, *, incumbent: float | None = None,
-                time_limit: float | None = None, slots: int | None = None) -> float:
+                time_limit: float | None = None, slots: int | None = None, focus: float | None = None) -> float:
     """The time-indexed LP bound of the option model ``opts`` with capacities ``resources``
     (module docstring); ``incumbent``: the objective of a known schedule (tightens the horizon, and
-    the result is at most it). ``slots=None``: MIN_SLOTS slots, then twice as many while the time
+    the result is at most it; ``focus``: an instant by which good schedules have started their jobs, see
+    :func:`grid`; any value keeps the bound valid). ``slots=None``: MIN_SLOTS slots, then twice as many while the time
     limit and NNZ_BUDGET allow, the best bound kept. −inf when no LP is solved in ``time_limit``."""
     t0 = time.perf_counter()
     if slots is not None:
-        return _bound(inst, opts, resources, incumbent, time_limit, slots)
+        return _bound(inst, opts, resources, incumbent, time_limit, slots, focus)
     best, k = -math.inf, MIN_SLOTS
     while k <= MAX_SLOTS:
         left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
         if left is not None and left <= 0:
             break
-        b = _bound(inst, opts, resources, incumbent, left, k)
+        b = _bound(inst, opts, resources, incumbent, left, k, focus)
         if b == -math.inf:
             break
         best = max(best, b)
@@ -97,7 +100,16 @@ def _nnz(opts, resources) -> int:
     return sum(2 + 2 * sum(1 for r in o.demand if r in resources) for ol in opts for o in ol)
 
 
-def _bound(inst, opts, resources, incumbent, time_limit, k) -> float:
+def grid(origin: float, end: float, k: int, focus: float | None = None) -> np.ndarray:
+    """k + 1 slot boundaries from ``origin`` to ``end``: uniform, or with 3/4 of the slots before
+    ``focus`` (the incumbent's last completion: where good schedules start their jobs)."""
+    if focus is None or not origin < focus < end or k < 4:
+        return np.linspace(origin, end, k + 1)
+    k1 = (3 * k) // 4
+    return np.concatenate([np.linspace(origin, focus, k1 + 1), np.linspace(focus, end, k - k1 + 1)[1:]])
+
+
+def _bound(inst, opts, resources, incumbent, time_limit, k, focus=None) -> float:
     t0 = time.perf_counter()
     jobs = inst.jobs
     nj = len(jobs)
@@ -108,11 +120,15 @@ def _bound(inst, opts, resources, incumbent, time_limit, k) -> float:
     if any(s < j.arrival - 1e-9 for s, j in zip(late, jobs)):
         return incumbent          # no schedule beats the incumbent
     origin = min(j.arrival for j in jobs)
-    span = max(late[j] + max(o.dur for o in opts[j]) for j in range(nj)) - origin
-    delta = span / k
+    end = max(late[j] + max(o.dur for o in opts[j]) for j in range(nj))
+    tau = grid(origin, end, k, focus)
     w = objective_weights(inst)
-    first = [int(math.floor((j.arrival - origin) / delta)) for j in jobs]
-    last = [max(first[j], int(math.floor((late[j] - origin) / delta))) for j in range(nj)]
+
+    def slot(x: float) -> int:    # the slot of instant x: the last boundary ≤ x
+        return int(min(k - 1, max(0, np.searchsorted(tau, x, side="right") - 1)))
+
+    first = [slot(j.arrival) for j in jobs]
+    last = [max(first[j], slot(late[j])) for j in range(nj)]
     # variable blocks: option o of job j has Z_{o,t}, t = first[j] .. last[j]
     offs, olist = [], []
     n = 0
@@ -128,15 +144,13 @@ def _bound(inst, opts, resources, incumbent, time_limit, k) -> float:
     b_ub: list[float] = []
     eq_rows, eq_cols = [], []
     res_index = {r: i for i, r in enumerate(sorted(resources, key=repr)) if r in cap}
-    kk = max(last[j] + 1 + int(max(o.dur for o in opts[j]) / delta) for j in range(nj)) + 1
-    cap_rows = []                        # (resource row id base) rows r*kk + slot
+    cap_rows = []
     for oi, o in enumerate(olist):
         j = o.job
         f, l_ = first[j], last[j]
         ts = np.arange(f, l_ + 1)
         idx = offs[oi] + (ts - f)
-        start = np.maximum(jobs[j].arrival, origin + ts * delta)
-        comp = start + o.dur
+        comp = np.maximum(jobs[j].arrival, tau[ts]) + o.dur
         if mk:
             # makespan M ≥ Σ_t comp_t x_t − min a for this job (row per job, built below)
             cost = comp - origin
@@ -159,27 +173,28 @@ def _bound(inst, opts, resources, incumbent, time_limit, k) -> float:
         eq_rows.append(j)
         eq_cols.append(idx[-1])
     n_mono = len(b_ub)
-    # capacities: row (r, k): Σ_o d_{o,r} (Z_{o,min(k,l)} − Z_{o,k−L}) ≤ cap_r
+    # capacities, row (r, slot q): option o started in slot t holds r during q iff t ≤ q and
+    # τ_{q+1} ≤ τ_t + p_o, i.e. t ∈ [t*(q), min(q, l)]: Σ_o d_{o,r} (Z_{o,min(q,l)} − Z_{o,t*(q)−1}) ≤ cap_r
     crow, ccol, cval = [], [], []
     for oi, o in enumerate(olist):
-        L = int(math.floor(o.dur / delta * (1 - 1e-12)))
-        if L <= 0:
-            continue
         j = o.job
         f, l_ = first[j], last[j]
-        ks = np.arange(f, l_ + L)
+        qs = np.arange(f, k)
+        hi = np.minimum(qs, l_)
+        lo = np.maximum(np.searchsorted(tau, tau[qs + 1] - o.dur * (1 - 1e-12), side="left"), f)
+        keep = lo <= hi
+        qs, hi, lo = qs[keep], hi[keep], lo[keep]
+        if not len(qs):
+            continue
+        sub = lo - 1 >= f
         for r, d in o.demand.items():
             ri = res_index.get(r)
             if ri is None or d <= 0:
                 continue
-            rid = ri * kk + ks
-            crow.append(rid)
-            ccol.append(offs[oi] + np.minimum(ks, l_) - f)
-            cval.append(np.full(len(ks), float(d)))
-            m = ks - L >= f
-            crow.append(rid[m])
-            ccol.append(offs[oi] + (ks[m] - L) - f)
-            cval.append(np.full(int(m.sum()), -float(d)))
+            rid = ri * k + qs
+            crow += [rid, rid[sub]]
+            ccol += [offs[oi] + hi - f, offs[oi] + lo[sub] - 1 - f]
+            cval += [np.full(len(qs), float(d)), np.full(int(sub.sum()), -float(d))]
         if time_limit is not None and time.perf_counter() - t0 > time_limit:
             return -math.inf
     if crow:
@@ -189,7 +204,7 @@ def _bound(inst, opts, resources, incumbent, time_limit, k) -> float:
         cols.append(np.concatenate(ccol))
         vals.append(np.concatenate(cval))
         caps_by_res = {i: float(cap[r]) for r, i in res_index.items()}
-        b_ub += [caps_by_res[int(u) // kk] for u in used]
+        b_ub += [caps_by_res[int(u) // k] for u in used]
     if mk:
         # M ≥ Σ cost Z (per job): Σ coef Z − M ≤ 0
         base = len(b_ub)

@@ -47,10 +47,11 @@ def class_model(inst):
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), objective=st.sampled_from(["mean_jct", "weighted_jct", "makespan"]),
        slots=st.sampled_from([None, 7, 60]), model=st.sampled_from([exact_model, class_model]),
-       with_incumbent=st.booleans())
-def test_time_indexed_bound_never_exceeds_the_optimum(seed, objective, slots, model, with_incumbent):
-    """Law: over the exact model or the class relaxation, any slot count, with the optimum or the
-    greedy schedule as incumbent or none, the bound is at most the brute-force optimum."""
+       with_incumbent=st.booleans(), focus=st.sampled_from([None, 600.0, 3000.0, 15000.0]))
+def test_time_indexed_bound_never_exceeds_the_optimum(seed, objective, slots, model, with_incumbent, focus):
+    """Law: over the exact model or the class relaxation, any slot count, uniform slots or finer ones
+    before a focus instant, with the optimum or the greedy schedule as incumbent or none, the bound is
+    at most the brute-force optimum."""
     inst = queue(seed, objective)
     ref = brute.solve(inst)
     assume(ref.status == "optimal")
@@ -59,7 +60,7 @@ def test_time_indexed_bound_never_exceeds_the_optimum(seed, objective, slots, mo
     inc = None
     if with_incumbent:
         inc = opt if seed % 2 else oc.greedy(inst, "test")[1].objective
-    b = tib.lower_bound(inst, opts, res, incumbent=inc, slots=slots)
+    b = tib.lower_bound(inst, opts, res, incumbent=inc, slots=slots, focus=focus)
     assert math.isfinite(b)
     assert b <= opt * (1 + 1e-9), (b, opt)
 

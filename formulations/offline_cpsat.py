@@ -564,19 +564,22 @@ def check_offline(inst: Instance, who: str) -> None:
         raise InputError(inst.name, "problem", f"{who} solves offline instances, got {inst.problem!r}")
 
 
-def lp_bounds(inst: Instance, opts, res: set, best, left) -> float:
-    """The preemptive LP bound and the time-indexed LP bound of the option model ``opts`` (both
-    relaxations, :mod:`formulations.preemptive_bound`, :mod:`formulations.time_indexed_bound`) within
-    the time ``left()``; −inf for one not solved in time."""
+def preemptive_lb(inst: Instance, time_limit: float | None, threads: int = 1) -> float:
+    """The preemptive LP bound (:mod:`formulations.preemptive_bound`), −inf if it fails: it is an
+    extra, the other bounds stay valid."""
     from . import preemptive_bound
 
-    lb = -math.inf
     try:
-        lb = preemptive_bound.lower_bound(inst, time_limit=left(), threads=1)
-    except Exception:  # an extra: the other bounds stay valid
-        pass
-    return max(lb, time_indexed_bound.lower_bound(inst, opts, res, incumbent=_obj(best), time_limit=left(),
-                                                  focus=_last_completion(best)))
+        return preemptive_bound.lower_bound(inst, time_limit=time_limit, threads=threads)
+    except Exception:
+        return -math.inf
+
+
+def time_indexed_lb(inst: Instance, opts, res: set, best, time_limit: float | None) -> float:
+    """The time-indexed LP bound of the option model ``opts`` (:mod:`formulations.time_indexed_bound`)
+    with the incumbent ``best`` for its horizon and slots; −inf when not solved in ``time_limit``."""
+    return time_indexed_bound.lower_bound(inst, opts, res, incumbent=_obj(best), time_limit=time_limit,
+                                          focus=_last_completion(best))
 
 
 def _last_completion(best) -> float | None:
@@ -748,18 +751,14 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         params["model"] = "exact"
         if time_limit is not None and _open(_obj(best), lb):
             # a queue CP-SAT did not prove: its bound may still be Σ(a_j + p_j); the LP bounds are not
-            lb = max(lb, lp_bounds(inst, concrete, {r for r in res if r[0] != "n" and r[0] != "all"}, best, left))
+            lb = max(lb, preemptive_lb(inst, left()),
+                     time_indexed_lb(inst, concrete, {r for r in res if r[0] not in ("n", "all")}, best, left()))
             _phase(params, "lp-bounds", {"status": "-"}, lb, best, t0)
         return finish(inst, best, lb, t0, SOLVER, ver, params)
 
-    from . import preemptive_bound
-
     # large instance: relaxed model for the bound (and a decoded incumbent) ...
 
-    try:
-        lb = max(lb, preemptive_bound.lower_bound(inst, time_limit=left(), threads=threads))
-    except Exception:  # the LP is an extra; the trivial bound stays valid
-        pass
+    lb = max(lb, preemptive_lb(inst, left(), threads))
     mixed_opts = oc.node_complete_options(inst) if node_complete else None
     res_all = {r for r in cap_res if r[0] in ("g", "n", "all", "set")} | (
         oc.binding_resources(inst, mixed_opts) if mixed_opts is not None else set())
@@ -793,8 +792,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         loaded = core if sol2["status"] == "OPTIMAL" else None
         _phase(params, "relaxed-core", sol2, lb, best, t0)
     if sol["status"] != "OPTIMAL" and time_limit is not None and _open(_obj(best), lb):
-        lb = max(lb, time_indexed_bound.lower_bound(inst, classes, res_cls, incumbent=_obj(best),
-                                                    time_limit=left() * LP_SHARE, focus=_last_completion(best)))
+        lb = max(lb, time_indexed_lb(inst, classes, res_cls, best, left() * LP_SHARE))
         _phase(params, "time-indexed-lp", {"status": "-"}, lb, best, t0)
     u_mix = _unit(inst, mixed_opts) if mixed_opts is not None else None
 

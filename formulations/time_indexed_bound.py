@@ -225,12 +225,17 @@ def _bound(inst, opts, resources, incumbent, time_limit, k, focus=None) -> float
     bounds[:, 1] = 1.0
     if mk:
         bounds[n] = (0.0, np.inf)
-    left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
-    if left is not None and left <= 0:
-        return -math.inf
-    opts_ = {"presolve": True} | ({"time_limit": left} if left is not None else {})
-    res = linprog(c, A_ub=a_ub, b_ub=np.array(b_ub), A_eq=a_eq, b_eq=np.ones(nj), bounds=bounds,
-                  method=METHOD, options=opts_)
+    res = None
+    for method in (METHOD, "highs-ds"):
+        # the LP is feasible (it admits every semi-active schedule); an interior point run that says
+        # otherwise hit a numerical failure (seen on a makespan instance), so dual simplex tries again
+        left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
+        if left is not None and left <= 0:
+            return -math.inf
+        res = linprog(c, A_ub=a_ub, b_ub=np.array(b_ub), A_eq=a_eq, b_eq=np.ones(nj), bounds=bounds,
+                      method=method, options={"presolve": True} | ({"time_limit": left} if left is not None else {}))
+        if res.status in (0, 1):      # solved, or out of time / iterations: no retry
+            break
     if res.status != 0:
         return -math.inf
     lb = float(res.fun)

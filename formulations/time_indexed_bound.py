@@ -72,11 +72,12 @@ def latest_starts(inst: Instance, opts: list[list[oc.Option]], incumbent: float 
 
 def lower_bound(inst: Instance, opts: list[list[oc.Option]], resources: set, *, incumbent: float | None = None,
                 time_limit: float | None = None, slots: int | None = None, focus: float | None = None) -> float:
-    """The time-indexed LP bound of the option model ``opts`` with capacities ``resources``
-    (module docstring); ``incumbent``: the objective of a known schedule (tightens the horizon, and
-    the result is at most it; ``focus``: an instant by which good schedules have started their jobs, see
-    :func:`grid`; any value keeps the bound valid). ``slots=None``: MIN_SLOTS slots, then twice as many while the time
-    limit and NNZ_BUDGET allow, the best bound kept. −inf when no LP is solved in ``time_limit``."""
+    """The time-indexed LP bound of the option model ``opts`` with capacities ``resources`` (module
+    docstring). ``incumbent``: the objective of a known schedule (it tightens the horizon, and the
+    result is at most it). ``focus``: an instant by which good schedules have started their jobs
+    (:func:`grid`; any value keeps the bound valid). ``slots=None``: MIN_SLOTS slots, then twice as
+    many while the time limit and NNZ_BUDGET allow, the best bound kept. −inf when no LP is solved in
+    ``time_limit``."""
     t0 = time.perf_counter()
     if slots is not None:
         return _bound(inst, opts, resources, incumbent, time_limit, slots, focus)

@@ -52,7 +52,11 @@ from . import time_indexed_bound
 OPT_RTOL = 1e-6
 SOLVER = "cpsat"
 SAT_PARAMS: dict = {"cp_model_probing_level": 0}   # for every model: probing cost seconds of presolve (docs/oracle-offline.md)
-LP_SHARE = 0.25    # of the time left: time-indexed LP bound after an unproven exact or class model
+LP_SHARE = 0.25    # of the time left: time-indexed LP bound after an unproven class model
+EXACT_SHARE = 0.6   # of the limit (after local search): the exact model; then, if unproven, ...
+CLASS_SHARE = 0.4   # ... of the time left: the class model (if it has COARSER times fewer options); the LP
+COARSER = 3         # bounds get the rest
+QUEUE = 1.05        # preemptive LP / Σ(a_j + p_j) above this: a queue (jobs must wait), see after_exact
 CORE_SHARE = 0.6   # of the class model's time: core-based workers when the default ones have not proven it
 
 
@@ -587,6 +591,29 @@ def _last_completion(best) -> float | None:
     return max(best[1].completion.values()) if best[1] is not None and best[1].completion else None
 
 
+def after_exact(inst: Instance, concrete, res: set, best, lb: float, queue: bool, left, threads: int, seed: int,
+                params: dict, t0: float):
+    """More bounds for an exact model CP-SAT did not prove in its share of the limit. Unless the
+    preemptive LP showed a ``queue`` (its bound above ``QUEUE`` × Σ(a_j + p_j)), and if the class model
+    is ``COARSER`` times smaller (CPU/memory levels, PS): the class model (``CLASS_SHARE`` of the time
+    left; CP-SAT often proves it in a fraction of a second). Then the time-indexed LP over the exact
+    options (on a queue CP-SAT's bound on Σ C_j may still be Σ(a_j + p_j), and the class model's would
+    not move either)."""
+    classes = oc.class_options(inst)
+    if not queue and sum(map(len, concrete)) >= COARSER * sum(map(len, classes)) and _open(_obj(best), lb):
+        res_cls = {r for r in oc.capacities(inst) if r[0] in ("n", "all", "set")}
+        sol = build_and_solve(inst, classes, res_cls, time_limit=left() * CLASS_SHARE, threads=threads, seed=seed,
+                              hint=hint_assignment(inst, classes, best[0]), hint_patterns=hint_patterns(inst, best[0]))
+        lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
+        if sol["choice"] is not None:
+            best = better(best, decode(inst, classes, sol, SOLVER))
+        _phase(params, "relaxed", sol, lb, best, t0)
+    if _open(_obj(best), lb):
+        lb = max(lb, time_indexed_lb(inst, concrete, {r for r in res if r[0] not in ("n", "all")}, best, left()))
+    _phase(params, "lp-bounds", {"status": "-"}, lb, best, t0)
+    return best, lb
+
+
 def finish(inst: Instance, best, lb: float, t0: float, solver: str, version: str, params: dict) -> Result:
     """Result from the best (schedule, replay) and the proven bound."""
     runtime = time.perf_counter() - t0
@@ -704,6 +731,11 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
           node_decode_share: float = 0.05) -> Result:
     """Offline oracle by CP-SAT. See the module docstring for the models and what ``status`` means.
 
+    Complete instances (every allocation enumerated), with a time limit: the preemptive LP; on a queue
+    (:func:`after_exact`) list-scheduling local search (``ls_share``, where durations are fixed); the
+    exact model (``EXACT_SHARE`` of what is left); then, if unproven, :func:`after_exact` (the class
+    model unless the instance is a queue, the time-indexed LP). Without a limit: the exact model only.
+
     Large instances, in order: greedy; list-scheduling local search (``ls_share`` of the limit; jobs
     larger than every node get concrete spread candidates); class model (``relaxed_share`` of what is
     left; with a time limit and < 4 threads, ``1 − CORE_SHARE`` of that with the default workers, then,
@@ -742,7 +774,14 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     cap_res = set(oc.capacities(inst))
     if complete:
         res = {r for r in cap_res if r[0] in ("g", "n", "all")} | oc.binding_resources(inst, concrete)
-        t_exact = None if time_limit is None else left() * (1 - LP_SHARE)
+        pre = -math.inf if time_limit is None else preemptive_lb(inst, left())
+        lb = max(lb, pre)
+        queue = pre > QUEUE * oc.trivial_bound(inst)
+        if queue and ls_share > 0 and oc.SGS.applicable(inst, concrete, res):
+            # CP-SAT's first incumbents of a queue are poor; list scheduling finds good ones in milliseconds
+            best = better(best, improve(inst, concrete, best, left, ls_share, time_limit, seed))
+            _phase(params, "local-search", {"status": "-"}, lb, best, t0)
+        t_exact = None if time_limit is None else left() * EXACT_SHARE
         sol = build_and_solve(inst, concrete, res, time_limit=t_exact, threads=threads, seed=seed,
                               hint=hint_assignment(inst, concrete, best[0]))
         lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
@@ -750,10 +789,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
             best = better(best, decode(inst, concrete, sol, SOLVER))
         params["model"] = "exact"
         if time_limit is not None and _open(_obj(best), lb):
-            # a queue CP-SAT did not prove: its bound may still be Σ(a_j + p_j); the LP bounds are not
-            lb = max(lb, preemptive_lb(inst, left()),
-                     time_indexed_lb(inst, concrete, {r for r in res if r[0] not in ("n", "all")}, best, left()))
-            _phase(params, "lp-bounds", {"status": "-"}, lb, best, t0)
+            best, lb = after_exact(inst, concrete, res, best, lb, queue, left, threads, seed, params, t0)
         return finish(inst, best, lb, t0, SOLVER, ver, params)
 
     # large instance: relaxed model for the bound (and a decoded incumbent) ...

@@ -48,6 +48,8 @@ from .common import objective_weights
 NNZ_BUDGET = 400_000     # most nonzeros of an LP (bounds the slot count)
 MAX_SLOTS = 1000
 MIN_SLOTS = 50
+MIN_LP_TIME = 0.25       # s: HiGHS may ignore a shorter limit (a 0.04 s limit ran 4 s to optimality)
+GROWTH = 2.5             # an LP with twice the slots takes about this many times as long (measured: 2.5-3.5)
 METHOD = "highs-ipm"       # interior point: 10x faster than dual simplex on these LPs (11 jobs, 100 slots)
 
 
@@ -81,12 +83,14 @@ def lower_bound(inst: Instance, opts: list[list[oc.Option]], resources: set, *, 
     t0 = time.perf_counter()
     if slots is not None:
         return _bound(inst, opts, resources, incumbent, time_limit, slots, focus)
-    best, k = -math.inf, MIN_SLOTS
+    best, k, last = -math.inf, MIN_SLOTS, 0.0
     while k <= MAX_SLOTS:
         left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
-        if left is not None and left <= 0:
-            break
+        if left is not None and (left <= 0 or (last > 0 and left < GROWTH * last)):
+            break         # twice the slots take about GROWTH times as long, and HiGHS may overrun its limit
+        t1 = time.perf_counter()
         b = _bound(inst, opts, resources, incumbent, left, k, focus)
+        last = time.perf_counter() - t1
         if b == -math.inf:
             break
         best = max(best, b)
@@ -231,7 +235,7 @@ def _bound(inst, opts, resources, incumbent, time_limit, k, focus=None) -> float
         # the LP is feasible (it admits every semi-active schedule); an interior point run that says
         # otherwise hit a numerical failure (seen on a makespan instance), so dual simplex tries again
         left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
-        if left is not None and left <= 0:
+        if left is not None and left < MIN_LP_TIME:
             return -math.inf
         res = linprog(c, A_ub=a_ub, b_ub=np.array(b_ub), A_eq=a_eq, b_eq=np.ones(nj), bounds=bounds,
                       method=method, options={"presolve": True} | ({"time_limit": left} if left is not None else {}))

@@ -101,12 +101,50 @@ def test_solve_adds_the_lp_bounds_when_cp_sat_is_cut_short(monkeypatch):
     """An exact model that CP-SAT does not prove (its bound is Σ(a_j + p_j) here) ends with the LP
     bounds: the result's bound is the best of them, still below the replayed objective."""
     inst = loaded_queue()
-    monkeypatch.setattr(offline_cpsat, "LP_SHARE", 0.5)
+    monkeypatch.setattr(offline_cpsat, "EXACT_SHARE", 0.5)
     r = offline_cpsat.solve(inst, time_limit=6, threads=1)
     rep = replay(inst, r.claimed_schedule())
     assert rep.valid and math.isclose(rep.objective, r.objective, rel_tol=1e-6)
     assert r.status == "feasible"
     assert "lp-bounds" in [p["phase"] for p in r.params["phases"]]
+    assert "relaxed" not in [p["phase"] for p in r.params["phases"]]     # a queue: no class model
     assert r.lower_bound >= preemptive_bound.lower_bound(inst) * (1 - 1e-9)
     assert r.lower_bound > oc.trivial_bound(inst) * 1.3
     assert r.lower_bound <= r.objective
+
+
+def test_exact_path_starts_from_local_search_on_a_queue():
+    """On a queue the exact path runs list-scheduling local search before CP-SAT: its schedule is at
+    least as good as the greedy one, and the result (replayed) is never worse than it."""
+    inst = offline_instance(gpus=4, nodes=2, jobs=10, interarrival_s=300, duration_h=(0.1, 2), max_size=4,
+                            variability=0.05, locality_penalty=1.2, seed=1)      # no CPU/memory levels
+    r = offline_cpsat.solve(inst, time_limit=4, threads=1)
+    phases = {p["phase"]: p for p in r.params["phases"]}
+    assert "local-search" in phases
+    greedy = oc.greedy(inst, "test")[1].objective
+    assert phases["local-search"]["objective"] <= greedy + 1e-6
+    assert r.objective <= phases["local-search"]["objective"] + 1e-6
+    assert replay(inst, r.claimed_schedule()).valid
+
+
+def test_unproven_exact_model_falls_back_to_the_class_model(monkeypatch):
+    """CPU/memory levels and PS give 2 327 exact options for 8 jobs: CP-SAT does not prove that model in
+    a few milliseconds, and the exact path then solves the 74-option class model, whose proven optimum
+    becomes the bound (it is a relaxation: still below the replayed objective)."""
+    inst = offline_instance(gpus=7, nodes=3, jobs=8, max_size=8, elastic=1, interarrival_s=900, seed=4,
+                            variability=0.05, locality_penalty=1.2, cpu_mem=True, ps=True)
+    concrete, complete = oc.concrete_options(inst)
+    classes = oc.class_options(inst)
+    assert complete and len(sum(concrete, [])) >= offline_cpsat.COARSER * len(sum(classes, []))
+    monkeypatch.setattr(offline_cpsat, "EXACT_SHARE", 0.002)     # the exact model gets ~10 ms
+    r = offline_cpsat.solve(inst, time_limit=5, threads=1)
+    assert "relaxed" in [p["phase"] for p in r.params["phases"]]
+    res_cls = {x for x in oc.capacities(inst) if x[0] in ("n", "all", "set")}
+    cls = offline_cpsat.build_and_solve(inst, classes, res_cls, time_limit=None, threads=1, seed=0)
+    assert cls["status"] == "OPTIMAL"
+    class_opt = offline_cpsat.bound_from_units(inst, cls["bound_units"], cls["unit"])
+    assert class_opt > oc.trivial_bound(inst) * 1.05          # a bound worth having
+    assert r.lower_bound >= class_opt * (1 - 1e-9)
+    assert r.lower_bound <= r.objective
+    rep = replay(inst, r.claimed_schedule())
+    assert rep.valid and math.isclose(rep.objective, r.objective, rel_tol=1e-6)

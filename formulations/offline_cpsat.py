@@ -591,6 +591,19 @@ def _last_completion(best) -> float | None:
     return max(best[1].completion.values()) if best[1] is not None and best[1].completion else None
 
 
+def solve_classes(inst: Instance, classes, res_cls: set, best, lb: float, time_limit: float | None, threads: int,
+                  seed: int, sat_params: dict | None = None):
+    """The class model (a relaxation): hinted with the incumbent, its proven bound raises ``lb`` and its
+    decoded solution competes with ``best``. Returns (solution, best, lb)."""
+    sol = build_and_solve(inst, classes, res_cls, time_limit=time_limit, threads=threads, seed=seed,
+                          hint=hint_assignment(inst, classes, best[0]), hint_patterns=hint_patterns(inst, best[0]),
+                          sat_params=sat_params)
+    lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
+    if sol["choice"] is not None:
+        best = better(best, decode(inst, classes, sol, SOLVER))
+    return sol, best, lb
+
+
 def after_exact(inst: Instance, concrete, res: set, best, lb: float, queue: bool, left, threads: int, seed: int,
                 params: dict, t0: float):
     """More bounds for an exact model CP-SAT did not prove in its share of the limit. Unless the
@@ -602,11 +615,7 @@ def after_exact(inst: Instance, concrete, res: set, best, lb: float, queue: bool
     classes = oc.class_options(inst)
     if not queue and sum(map(len, concrete)) >= COARSER * sum(map(len, classes)) and _open(_obj(best), lb):
         res_cls = {r for r in oc.capacities(inst) if r[0] in ("n", "all", "set")}
-        sol = build_and_solve(inst, classes, res_cls, time_limit=left() * CLASS_SHARE, threads=threads, seed=seed,
-                              hint=hint_assignment(inst, classes, best[0]), hint_patterns=hint_patterns(inst, best[0]))
-        lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
-        if sol["choice"] is not None:
-            best = better(best, decode(inst, classes, sol, SOLVER))
+        sol, best, lb = solve_classes(inst, classes, res_cls, best, lb, left() * CLASS_SHARE, threads, seed)
         _phase(params, "relaxed", sol, lb, best, t0)
     if _open(_obj(best), lb):
         lb = max(lb, time_indexed_lb(inst, concrete, {r for r in res if r[0] not in ("n", "all")}, best, left()))
@@ -808,22 +817,14 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     res_cls = {r for r in cap_res if r[0] in ("n", "all", "set")}
     core = core_params(threads) if t_rel is not None else None
     t_default = None if t_rel is None else t_rel * (1 - CORE_SHARE if core else 1)
-    sol = build_and_solve(inst, classes, res_cls, time_limit=t_default, threads=threads, seed=seed,
-                          hint=hint_assignment(inst, classes, best[0]), hint_patterns=hint_patterns(inst, best[0]))
-    lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
-    if sol["choice"] is not None:
-        best = better(best, decode(inst, classes, sol, SOLVER))
+    sol, best, lb = solve_classes(inst, classes, res_cls, best, lb, t_default, threads, seed)
     params["model"] = "relaxed"
     _phase(params, "relaxed", sol, lb, best, t0)
     loaded = None       # the core-based parameters, once they proved the class model (also for the later models)
     if core and sol["status"] != "OPTIMAL":
         # not proven by the default workers: the core-based ones for the rest of the class model's time
-        sol2 = build_and_solve(inst, classes, res_cls, time_limit=t_rel * CORE_SHARE, threads=threads, seed=seed,
-                               hint=hint_assignment(inst, classes, best[0]), hint_patterns=hint_patterns(inst, best[0]),
-                               sat_params=core)
-        lb = max(lb, bound_from_units(inst, sol2["bound_units"], sol2["unit"]))
+        sol2, best, lb = solve_classes(inst, classes, res_cls, best, lb, t_rel * CORE_SHARE, threads, seed, core)
         if sol2["choice"] is not None:
-            best = better(best, decode(inst, classes, sol2, SOLVER))
             sol = sol2
         loaded = core if sol2["status"] == "OPTIMAL" else None
         _phase(params, "relaxed-core", sol2, lb, best, t0)

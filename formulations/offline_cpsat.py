@@ -591,6 +591,11 @@ def _last_completion(best) -> float | None:
     return max(best[1].completion.values()) if best[1] is not None and best[1].completion else None
 
 
+def class_resources(inst: Instance) -> set:
+    """The capacities of a class model: node and cluster GPU counts, node-set cumulatives (no GPU identity)."""
+    return {r for r in oc.capacities(inst) if r[0] in ("n", "all", "set")}
+
+
 def solve_classes(inst: Instance, classes, res_cls: set, best, lb: float, time_limit: float | None, threads: int,
                   seed: int, sat_params: dict | None = None):
     """The class model (a relaxation): hinted with the incumbent, its proven bound raises ``lb`` and its
@@ -614,8 +619,7 @@ def after_exact(inst: Instance, concrete, res: set, best, lb: float, queue: bool
     not move either)."""
     classes = oc.class_options(inst)
     if not queue and sum(map(len, concrete)) >= COARSER * sum(map(len, classes)) and _open(_obj(best), lb):
-        res_cls = {r for r in oc.capacities(inst) if r[0] in ("n", "all", "set")}
-        sol, best, lb = solve_classes(inst, classes, res_cls, best, lb, left() * CLASS_SHARE, threads, seed)
+        sol, best, lb = solve_classes(inst, classes, class_resources(inst), best, lb, left() * CLASS_SHARE, threads, seed)
         _phase(params, "relaxed", sol, lb, best, t0)
     if _open(_obj(best), lb):
         lb = max(lb, time_indexed_lb(inst, concrete, {r for r in res if r[0] not in ("n", "all")}, best, left()))
@@ -740,8 +744,8 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
           node_decode_share: float = 0.05) -> Result:
     """Offline oracle by CP-SAT. See the module docstring for the models and what ``status`` means.
 
-    Complete instances (every allocation enumerated), with a time limit: the preemptive LP; on a queue
-    (:func:`after_exact`) list-scheduling local search (``ls_share``, where durations are fixed); the
+    Complete instances (every allocation enumerated), with a time limit: the preemptive LP (when the
+    greedy schedule is above ``QUEUE`` × Σ(a_j + p_j)); on a queue (:func:`after_exact`) list-scheduling local search (``ls_share``, where durations are fixed); the
     exact model (``EXACT_SHARE`` of what is left); then, if unproven, :func:`after_exact` (the class
     model unless the instance is a queue, the time-indexed LP). Without a limit: the exact model only.
 
@@ -783,9 +787,12 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     cap_res = set(oc.capacities(inst))
     if complete:
         res = {r for r in cap_res if r[0] in ("g", "n", "all")} | oc.binding_resources(inst, concrete)
-        pre = -math.inf if time_limit is None else preemptive_lb(inst, left())
-        lb = max(lb, pre)
-        queue = pre > QUEUE * oc.trivial_bound(inst)
+        # a queue: the preemptive LP is above QUEUE × Σ(a_j + p_j); it cannot be when greedy is not (LP ≤ greedy)
+        pre = None
+        if time_limit is not None and _obj(best) > QUEUE * oc.trivial_bound(inst):
+            pre = preemptive_lb(inst, left())
+            lb = max(lb, pre)
+        queue = pre is not None and pre > QUEUE * oc.trivial_bound(inst)
         if queue and ls_share > 0 and oc.SGS.applicable(inst, concrete, res):
             # CP-SAT's first incumbents of a queue are poor; list scheduling finds good ones in milliseconds
             best = better(best, improve(inst, concrete, best, left, ls_share, time_limit, seed))
@@ -798,6 +805,8 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
             best = better(best, decode(inst, concrete, sol, SOLVER))
         params["model"] = "exact"
         if time_limit is not None and _open(_obj(best), lb):
+            if pre is None:
+                lb = max(lb, preemptive_lb(inst, left()))
             best, lb = after_exact(inst, concrete, res, best, lb, queue, left, threads, seed, params, t0)
         return finish(inst, best, lb, t0, SOLVER, ver, params)
 
@@ -814,7 +823,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         _phase(params, "local-search", {"status": "-"}, lb, best, t0)
     classes = oc.class_options(inst)
     t_rel = None if time_limit is None else left() * relaxed_share
-    res_cls = {r for r in cap_res if r[0] in ("n", "all", "set")}
+    res_cls = class_resources(inst)
     core = core_params(threads) if t_rel is not None else None
     t_default = None if t_rel is None else t_rel * (1 - CORE_SHARE if core else 1)
     sol, best, lb = solve_classes(inst, classes, res_cls, best, lb, t_default, threads, seed)

@@ -139,8 +139,7 @@ def test_unproven_exact_model_falls_back_to_the_class_model(monkeypatch):
     monkeypatch.setattr(offline_cpsat, "EXACT_SHARE", 0.002)     # the exact model gets ~10 ms
     r = offline_cpsat.solve(inst, time_limit=5, threads=1)
     assert "relaxed" in [p["phase"] for p in r.params["phases"]]
-    res_cls = {x for x in oc.capacities(inst) if x[0] in ("n", "all", "set")}
-    cls = offline_cpsat.build_and_solve(inst, classes, res_cls, time_limit=None, threads=1, seed=0)
+    cls = offline_cpsat.build_and_solve(inst, classes, offline_cpsat.class_resources(inst), time_limit=None, threads=1, seed=0)
     assert cls["status"] == "OPTIMAL"
     class_opt = offline_cpsat.bound_from_units(inst, cls["bound_units"], cls["unit"])
     assert class_opt > oc.trivial_bound(inst) * 1.05          # a bound worth having

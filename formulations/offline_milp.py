@@ -36,11 +36,13 @@ from jctlab.result import Result
 
 from . import offline_candidates as oc
 from .common import cbc_log_bound
-from .offline_cpsat import better, check_offline, finish
+from .offline_cpsat import (LP_SHARE, QUEUE, _obj, _open, better, check_offline, class_resources, finish, improve,
+                            preemptive_lb, time_indexed_lb)
 
 BOUND_SAFETY = 1e-7
 SUBSET_BUDGET = 4000   # capacity sets a resource, smallest first
 NNZ_BUDGET = 300_000  # nonzeros of all capacity-set rows (CBC reads a 2M-nonzero model for seconds)
+TI_MIN_TIME = 0.5     # s left after an unproven MILP: worth a time-indexed LP
 BUILD_SHARE = 0.3     # of the time limit, at most, for adding capacity-set constraints
 
 
@@ -183,8 +185,18 @@ def run_solver(prob, backend: str, time_limit, threads: int, seed: int):
 
 
 def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, seed: int = 0,
-          hint: Schedule | None = None, backend: str = "highs", warm: bool = True) -> Result:
-    """Offline oracle by MILP (``backend`` "highs" or "cbc")."""
+          hint: Schedule | None = None, backend: str = "highs", warm: bool = True, ls_share: float = 0.05) -> Result:
+    """Offline oracle by MILP (``backend`` "highs" or "cbc").
+
+    The bound is the largest of the MILP's own, the per-job bound Σ(a_j + p_j), the preemptive LP and the
+    time-indexed LP over the same options (all relaxations of the same problem, as in
+    :func:`formulations.offline_cpsat.solve`). Where the greedy schedule is above ``QUEUE`` × the per-job
+    bound (jobs wait; the big-M MILP's bound and incumbents are weak there), with a time limit, before the
+    MILP: the preemptive LP, list-scheduling local search (:func:`formulations.offline_cpsat.improve`,
+    ``ls_share`` of the limit) whose schedule competes with the MILP's, and, if the incumbent is still
+    that far above the bound, the time-indexed LP (``LP_SHARE`` of the limit). Otherwise the time-indexed
+    LP runs when the MILP stops unproven before its limit, with the time left; on a queue the local search
+    then gets what is still left."""
     t0 = time.perf_counter()
     check_offline(inst, "offline_milp")
     if backend not in ("highs", "cbc"):
@@ -202,12 +214,35 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         r = replay(inst, hint.with_claim(None) if hint.claimed else hint)
         if r.valid:
             best = better(best, (hint, r))
+    ls_opts = None      # list-scheduling local search where jobs wait (and durations are fixed)
+    if time_limit is not None and _obj(best) > QUEUE * lb:
+        # jobs wait: the MILP's own bound on Σ C_j may stay near Σ(a_j + p_j) (its big-M LP is weak there),
+        # and so may its incumbents
+        lb = max(lb, preemptive_lb(inst, time_limit - (time.perf_counter() - t0)))
+        ls_opts = concrete if complete else oc.node_complete_options(inst)
+        ls_opts = ls_opts if complete or ls_opts is None else oc.with_spread_candidates(inst, ls_opts)
+        if not (ls_share > 0 and ls_opts is not None
+                and oc.SGS.applicable(inst, ls_opts, oc.binding_resources(inst, ls_opts))):
+            ls_opts = None
+
+    def left_():
+        return time_limit - (time.perf_counter() - t0)
+
+    if ls_opts is not None:
+        best = better(best, improve(inst, ls_opts, best, left_, ls_share, time_limit, seed))
     if complete:
         opts = concrete
         res = {r for r in oc.capacities(inst) if r[0] == "g"} | oc.binding_resources(inst, concrete)
+        ti_res = res
     else:
         opts = oc.class_options(inst)
         res = {r for r in oc.capacities(inst) if r[0] in ("n", "all")}
+        ti_res = class_resources(inst)
+    ti_done = False
+    if time_limit is not None and _obj(best) > QUEUE * lb:
+        # still a queue after the preemptive LP: the time-indexed LP is the stronger bound there
+        lb = max(lb, time_indexed_lb(inst, opts, ti_res, best, LP_SHARE * time_limit))
+        ti_done = True
     tb = time.perf_counter()
     prob, x, s, exact = build(inst, opts, res, deadline=None if time_limit is None else t0 + BUILD_SHARE * time_limit)
     params["model"] = ("exact" if complete else "relaxed") + ("" if exact else "+budget")
@@ -225,4 +260,9 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         from .offline_cpsat import decode
 
         best = better(best, decode(inst, opts, {"choice": choice, "start": start, "unit": 1.0}, solver))
+    if not ti_done and time_limit is not None and left_() > TI_MIN_TIME and _open(_obj(best), lb):
+        lb = max(lb, time_indexed_lb(inst, opts, ti_res, best, left_()))
+    if ls_opts is not None and time_limit is not None and left_() > TI_MIN_TIME and _open(_obj(best), lb):
+        # the MILP stopped before its limit (it proved its own model): the local search gets the rest
+        best = better(best, improve(inst, ls_opts, best, left_, 1.0, time_limit, seed + 1))
     return finish(inst, best, lb, t0, solver, pulp.__version__, params)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from formulations import brute, offline_cpsat, preemptive_bound
+from formulations import brute, offline_cpsat, offline_milp, preemptive_bound
 from formulations import offline_candidates as oc
 from formulations import time_indexed_bound as tib
 from jctlab.generators import offline_instance
@@ -147,3 +147,20 @@ def test_unproven_exact_model_falls_back_to_the_class_model(monkeypatch):
     assert r.lower_bound <= r.objective
     rep = replay(inst, r.claimed_schedule())
     assert rep.valid and math.isclose(rep.objective, r.objective, rel_tol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["highs", "cbc"])
+def test_milp_on_a_queue_adds_the_lp_bounds_and_local_search(backend):
+    """Jobs wait (greedy far above Σ(a_j + p_j)): the MILP back ends also run the preemptive LP, list-scheduling
+    local search and the time-indexed LP. Their big-M MILP alone ends near the per-job bound with greedy-like
+    incumbents here (4 GPUs / 10 jobs, seed 1, 5 s: 60 % certified gap before, 10 % with them)."""
+    inst = offline_instance(gpus=4, nodes=2, jobs=10, interarrival_s=300, duration_h=(0.1, 2), max_size=4,
+                            variability=0.05, locality_penalty=1.2, seed=1)
+    r = offline_milp.solve(inst, time_limit=10, threads=1, backend=backend)
+    pre = preemptive_bound.lower_bound(inst)
+    greedy = oc.greedy(inst, "test")[1].objective
+    assert r.status == "feasible" and replay(inst, r.claimed_schedule()).valid
+    assert r.lower_bound >= pre * (1 - 1e-9)
+    assert r.lower_bound > 1.05 * pre               # the time-indexed LP: 6 112 at 100 slots against 4 489
+    assert r.objective < 0.95 * greedy              # local search: about 7 200 against 8 262
+    assert r.lower_bound <= r.objective

@@ -898,6 +898,15 @@ def with_spread_candidates(inst: Instance, opts: list[list[Option]]) -> list[lis
             for j, ol in enumerate(opts)]
 
 
+def search_options(inst: Instance, concrete: list[list[Option]], complete: bool,
+                   mixed: list[list[Option]] | None = None) -> list[list[Option]] | None:
+    """The options list-scheduling local search runs over: every allocation of a ``complete`` instance,
+    else the node-exact options ``mixed`` (:func:`node_complete_options`) with concrete spread candidates;
+    None where there are none or :class:`SGS` does not apply (interference, binding CPU/memory)."""
+    opts = concrete if complete else (with_spread_candidates(inst, mixed) if mixed is not None else None)
+    return opts if opts is not None and SGS.applicable(inst, opts, binding_resources(inst, opts)) else None
+
+
 class SGS:
     """Fast serial list scheduling over concrete options (incumbents only; never a bound).
 

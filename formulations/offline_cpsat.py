@@ -793,7 +793,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
             pre = preemptive_lb(inst, left())
             lb = max(lb, pre)
         queue = pre is not None and pre > QUEUE * oc.trivial_bound(inst)
-        if queue and ls_share > 0 and oc.SGS.applicable(inst, concrete, res):
+        if queue and ls_share > 0 and oc.search_options(inst, concrete, True) is not None:
             # CP-SAT's first incumbents of a queue are poor; list scheduling finds good ones in milliseconds
             best = better(best, improve(inst, concrete, best, left, ls_share, time_limit, seed))
             _phase(params, "local-search", {"status": "-"}, lb, best, t0)
@@ -816,8 +816,8 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     mixed_opts = oc.node_complete_options(inst) if node_complete else None
     res_all = {r for r in cap_res if r[0] in ("g", "n", "all", "set")} | (
         oc.binding_resources(inst, mixed_opts) if mixed_opts is not None else set())
-    sgs_opts = oc.with_spread_candidates(inst, mixed_opts) if mixed_opts is not None else None
-    use_ls = ls_share > 0 and sgs_opts is not None and oc.SGS.applicable(inst, sgs_opts, res_all)
+    sgs_opts = oc.search_options(inst, concrete, False, mixed_opts)
+    use_ls = ls_share > 0 and sgs_opts is not None
     if use_ls:
         best = better(best, improve(inst, sgs_opts, best, left, ls_share, time_limit, seed))
         _phase(params, "local-search", {"status": "-"}, lb, best, t0)

@@ -219,11 +219,8 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         # jobs wait: the MILP's own bound on Σ C_j may stay near Σ(a_j + p_j) (its big-M LP is weak there),
         # and so may its incumbents
         lb = max(lb, preemptive_lb(inst, time_limit - (time.perf_counter() - t0)))
-        ls_opts = concrete if complete else oc.node_complete_options(inst)
-        ls_opts = ls_opts if complete or ls_opts is None else oc.with_spread_candidates(inst, ls_opts)
-        if not (ls_share > 0 and ls_opts is not None
-                and oc.SGS.applicable(inst, ls_opts, oc.binding_resources(inst, ls_opts))):
-            ls_opts = None
+        if ls_share > 0:
+            ls_opts = oc.search_options(inst, concrete, complete, None if complete else oc.node_complete_options(inst))
 
     def left_():
         return time_limit - (time.perf_counter() - t0)

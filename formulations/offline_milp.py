@@ -43,7 +43,7 @@ BOUND_SAFETY = 1e-7
 SUBSET_BUDGET = 4000   # capacity sets a resource, smallest first
 NNZ_BUDGET = 300_000  # nonzeros of all capacity-set rows (CBC reads a 2M-nonzero model for seconds)
 TI_MIN_TIME = 0.5     # s left after an unproven MILP: worth a time-indexed LP
-BUILD_SHARE = 0.3     # of the time limit, at most, for adding capacity-set constraints
+BUILD_SHARE = 0.3     # of the time left, at most, for adding capacity-set constraints
 
 
 def _subsets(opts, r, cap, budget):
@@ -241,7 +241,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         lb = max(lb, time_indexed_lb(inst, opts, ti_res, best, LP_SHARE * time_limit))
         ti_done = True
     tb = time.perf_counter()
-    prob, x, s, exact = build(inst, opts, res, deadline=None if time_limit is None else t0 + BUILD_SHARE * time_limit)
+    prob, x, s, exact = build(inst, opts, res, deadline=None if time_limit is None else tb + BUILD_SHARE * left_())
     params["model"] = ("exact" if complete else "relaxed") + ("" if exact else "+budget")
     # handing the model to the solver (highspy calls, or an MPS file for CBC) costs about as much as
     # building it, before the solver's own clock starts: keep that time out of the solver's limit

@@ -198,6 +198,10 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     LP runs when the MILP stops unproven before its limit, with the time left; on a queue the local search
     then gets what is still left."""
     t0 = time.perf_counter()
+
+    def left_():      # seconds left of the limit (only called with a time limit)
+        return time_limit - (time.perf_counter() - t0)
+
     check_offline(inst, "offline_milp")
     if backend not in ("highs", "cbc"):
         raise ValueError(f"unknown backend {backend!r}")
@@ -218,13 +222,9 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     if time_limit is not None and _obj(best) > QUEUE * lb:
         # jobs wait: the MILP's own bound on Σ C_j may stay near Σ(a_j + p_j) (its big-M LP is weak there),
         # and so may its incumbents
-        lb = max(lb, preemptive_lb(inst, time_limit - (time.perf_counter() - t0)))
+        lb = max(lb, preemptive_lb(inst, left_()))
         if ls_share > 0:
             ls_opts = oc.search_options(inst, concrete, complete, None if complete else oc.node_complete_options(inst))
-
-    def left_():
-        return time_limit - (time.perf_counter() - t0)
-
     if ls_opts is not None:
         best = better(best, improve(inst, ls_opts, best, left_, ls_share, time_limit, seed))
     if complete:

@@ -582,7 +582,7 @@ def preemptive_lb(inst: Instance, time_limit: float | None, threads: int = 1) ->
 def time_indexed_lb(inst: Instance, opts, res: set, best, time_limit: float | None) -> float:
     """The time-indexed LP bound of the option model ``opts`` (:mod:`formulations.time_indexed_bound`)
     with the incumbent ``best`` for its horizon and slots; −inf when not solved in ``time_limit``."""
-    return time_indexed_bound.lower_bound(inst, opts, res, incumbent=_obj(best), time_limit=time_limit,
+    return time_indexed_bound.lower_bound(inst, opts, res, incumbent=objective_of(best), time_limit=time_limit,
                                           focus=_last_completion(best))
 
 
@@ -618,10 +618,10 @@ def after_exact(inst: Instance, concrete, res: set, best, lb: float, queue: bool
     options (on a queue CP-SAT's bound on Σ C_j may still be Σ(a_j + p_j), and the class model's would
     not move either)."""
     classes = oc.class_options(inst)
-    if not queue and sum(map(len, concrete)) >= COARSER * sum(map(len, classes)) and _open(_obj(best), lb):
+    if not queue and sum(map(len, concrete)) >= COARSER * sum(map(len, classes)) and gap_open(objective_of(best), lb):
         sol, best, lb = solve_classes(inst, classes, class_resources(inst), best, lb, left() * CLASS_SHARE, threads, seed)
         _phase(params, "relaxed", sol, lb, best, t0)
-    if _open(_obj(best), lb):
+    if gap_open(objective_of(best), lb):
         lb = max(lb, time_indexed_lb(inst, concrete, {r for r in res if r[0] not in ("n", "all")}, best, left()))
     _phase(params, "lp-bounds", {"status": "-"}, lb, best, t0)
     return best, lb
@@ -642,12 +642,20 @@ def finish(inst: Instance, best, lb: float, t0: float, solver: str, version: str
     return Result(sched, obj, lb, status, runtime, solver, version, params)
 
 
-def _open(obj: float, lb: float) -> bool:
+def queued(inst: Instance, objective: float) -> bool:
+    """Jobs wait for GPUs (a queue): ``objective`` (a schedule's, or a bound) is above ``QUEUE`` ×
+    Σ(a_j + p_j). There the job-level models' bounds stay near Σ(a_j + p_j) and their first incumbents
+    are poor: the LP bounds and list scheduling do the work (docs/oracle-offline.md, follow-ups 11-14)."""
+    return objective > QUEUE * oc.trivial_bound(inst)
+
+
+def gap_open(obj: float, lb: float) -> bool:
     """Gap not closed (no incumbent counts as open)."""
     return not math.isfinite(obj) or obj - lb > OPT_RTOL * abs(obj)
 
 
-def _obj(best) -> float:
+def objective_of(best) -> float:
+    """The replayed objective of an incumbent (schedule, replay); inf without one."""
     return best[1].objective if best[1] is not None else math.inf
 
 
@@ -789,10 +797,10 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         res = {r for r in cap_res if r[0] in ("g", "n", "all")} | oc.binding_resources(inst, concrete)
         # a queue: the preemptive LP is above QUEUE × Σ(a_j + p_j); it cannot be when greedy is not (LP ≤ greedy)
         pre = None
-        if time_limit is not None and _obj(best) > QUEUE * oc.trivial_bound(inst):
+        if time_limit is not None and queued(inst, objective_of(best)):
             pre = preemptive_lb(inst, left())
             lb = max(lb, pre)
-        queue = pre is not None and pre > QUEUE * oc.trivial_bound(inst)
+        queue = pre is not None and queued(inst, pre)
         if queue and ls_share > 0 and oc.search_options(inst, concrete, True) is not None:
             # CP-SAT's first incumbents of a queue are poor; list scheduling finds good ones in milliseconds
             best = better(best, improve(inst, concrete, best, left, ls_share, time_limit, seed))
@@ -804,7 +812,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         if sol["choice"] is not None:
             best = better(best, decode(inst, concrete, sol, SOLVER))
         params["model"] = "exact"
-        if time_limit is not None and _open(_obj(best), lb):
+        if time_limit is not None and gap_open(objective_of(best), lb):
             if pre is None:
                 lb = max(lb, preemptive_lb(inst, left()))
             best, lb = after_exact(inst, concrete, res, best, lb, queue, left, threads, seed, params, t0)
@@ -837,7 +845,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
             sol = sol2
         loaded = core if sol2["status"] == "OPTIMAL" else None
         _phase(params, "relaxed-core", sol2, lb, best, t0)
-    if sol["status"] != "OPTIMAL" and time_limit is not None and _open(_obj(best), lb):
+    if sol["status"] != "OPTIMAL" and time_limit is not None and gap_open(objective_of(best), lb):
         lb = max(lb, time_indexed_lb(inst, classes, res_cls, best, left() * LP_SHARE))
         _phase(params, "time-indexed-lp", {"status": "-"}, lb, best, t0)
     u_mix = _unit(inst, mixed_opts) if mixed_opts is not None else None
@@ -845,7 +853,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     def exact_decode(best_, opts_=None, sol_=None):
         # exact decode (every single-node GPU set, per node) of the node assignment of a model
         # solution (opts_, sol_), or without one of the incumbent schedule best_[0]
-        if not node_decode_share or u_mix is None or not _open(_obj(best_), lb):
+        if not node_decode_share or u_mix is None or not gap_open(objective_of(best_), lb):
             return best_
         if sol_ is not None:
             a, key = assignment_of(inst, opts_, sol_, u_mix)
@@ -874,7 +882,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
                     cnt_v[(j, oc._single_node(o.alloc))] = cnt_v.get((j, oc._single_node(o.alloc)), 0) + 1
         cur_opts, cur_sol = classes, sol
         for rnd in range(hybrid_rounds):
-            if not _open(obj, lb) or (left() is not None and left() < 0.5):
+            if not gap_open(obj, lb) or (left() is not None and left() < 0.5):
                 break
             cheat = _cheaters(inst, cur_opts, cur_sol) - exact
             if hybrid_per_node:
@@ -920,26 +928,26 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
                     al = {j: hyb[j][k].alloc for j, k in enumerate(sol["choice"]) if hyb[j][k].alloc is not None}
                     best = better(best, improve(inst, sgs_opts, best, left, ls_share / 2, time_limit, seed + 2,
                                                 extra=[(order, al), order]))
-            obj = _obj(best)
+            obj = objective_of(best)
             params["model"] = "relaxed+hybrid"
             _phase(params, f"hybrid{rnd}({n_exact} exact)", sol, lb, best, t0)
             if sol["status"] != "OPTIMAL" or sol["choice"] is None:
                 break
             cur_opts, cur_sol = hyb, sol
-    if use_ls and _open(obj, lb):
+    if use_ls and gap_open(obj, lb):
         best = better(best, improve(inst, sgs_opts, best, left, ls_share, time_limit, seed + 1))
         _phase(params, "local-search", {"status": "-"}, lb, best, t0)
-        obj = _obj(best)
-    if use_ls and lns_share > 0 and _open(obj, lb) and (left() is None or left() > 1):
+        obj = objective_of(best)
+    if use_ls and lns_share > 0 and gap_open(obj, lb) and (left() is None or left() > 1):
         best = lns(inst, mixed_opts, best, res_all, None if time_limit is None else time.perf_counter() + left() * lns_share,
                    threads, seed)
-        obj = _obj(best)
+        obj = objective_of(best)
         _phase(params, "lns", {"status": "-"}, lb, best, t0)
-    if mixed_opts is not None and best[0] is not None and _open(obj, lb):
+    if mixed_opts is not None and best[0] is not None and gap_open(obj, lb):
         best = exact_decode(best)
-        obj = _obj(best)
+        obj = objective_of(best)
         _phase(params, "node-decode", {"status": "-"}, lb, best, t0)
-    mixed = mixed_opts if node_complete and _open(obj, lb) else None
+    mixed = mixed_opts if node_complete and gap_open(obj, lb) else None
     if mixed is not None and (left() is None or left() > 0.05):
         # ... then every single-node allocation exactly, spread ones relaxed: still a valid bound,
         # and exact (variability included) for schedules without spread jobs
@@ -953,7 +961,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         _phase(params, "node-exact", sol, lb, best, t0)
         return finish(inst, best, lb, t0, SOLVER, ver, params)
     # ... otherwise the exact model over a restricted concrete space for a better incumbent
-    if _open(obj, lb) and all(concrete) and (left() is None or left() > 0.05):
+    if gap_open(obj, lb) and all(concrete) and (left() is None or left() > 0.05):
         res = {r for r in cap_res if r[0] in ("g", "n", "all")} | oc.binding_resources(inst, concrete)
         sol2 = build_and_solve(inst, concrete, res, time_limit=left(), threads=threads, seed=seed,
                                hint=hint_assignment(inst, concrete, best[0]))

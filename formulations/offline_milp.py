@@ -4,17 +4,21 @@ Options come from :mod:`formulations.offline_candidates`: the complete concrete 
 small instances (exact), else the relaxed classes ("n GPUs on node v" / "spread"), whose durations
 are lower bounds (the model is then a relaxation and its bound stays valid).
 
-Variables: x_o ∈ {0,1} (job j takes option o, Σ_o x_o = 1), s_j ∈ [a_j, H] (start, continuous, exact
+Variables: x_o ∈ {0,1} (job j takes option o, Σ_o x_o = 1), s_j ∈ [a_j, L_j] (start, continuous, exact
 float durations so no rounding), y_ab ∈ {0,1} for jobs that may compete (y_ab = 1 ⇒ a ends before
-b starts: s_b ≥ s_a + Σ_o d_o x_o − M(1 − y_ab); y_ab + y_ba ≤ 1).
+b starts: s_b ≥ s_a + Σ_o d_o x_o − M_ab(1 − y_ab); y_ab + y_ba ≤ 1). L_j is the latest start of a
+semi-active schedule (of objective ≤ the incumbent's, when there is one), M_ab = L_a + max d_a − a_b
+(no row when ≤ 0), and a pair whose windows [a_j, L_j + max d_j] do not meet has its order fixed.
 Resources: a GPU g (capacity 1): y_ab + y_ba ≥ u_ag + u_bg − 1 with u_jg = Σ_{o∋g} x_o. A cumulative
 resource r of capacity K (node CPU/memory, node and cluster GPU counts of the relaxed classes): for
 every set S of ≥ 2 jobs whose largest demands exceed K,
   Σ_{j∈S} d_jr(x) ≤ K + (Σ_{j∈S} D_jr − K)·Σ_{a≠b∈S} y_ab.
 If no pair of S is ordered the intervals pairwise overlap and (Helly, intervals) share an instant,
 where the capacity must hold; otherwise the constraint is void. So with every such S the model is
-exact; the enumeration stops at a budget of sets (smallest first) and is then a relaxation, still a
-valid bound. H = max a + Σ_j max_o d_o holds some optimal (left-shifted) schedule.
+exact; only sets whose windows share an instant need a row; the enumeration stops at a budget of sets
+(smallest first) and is then a relaxation, still a valid bound. Some optimal (left-shifted) schedule
+starts every job by L_j (:func:`formulations.time_indexed_bound.latest_starts`), so the bound, capped at
+the incumbent, is valid.
 
 The bound is HiGHS' ``mip_dual_bound`` or CBC's logged bound (reduced by 1e-7 relative for solver
 tolerances); the incumbent is decoded (order + options) and re-timed exactly, then replayed.
@@ -36,8 +40,9 @@ from jctlab.result import Result
 
 from . import offline_candidates as oc
 from .common import cbc_log_bound
-from .offline_cpsat import (LP_SHARE, QUEUE, _obj, _open, better, check_offline, class_resources, finish, improve,
-                            preemptive_lb, time_indexed_lb)
+from .offline_cpsat import (LP_SHARE, QUEUE, better, check_offline, class_resources, finish, gap_open, improve,
+                            objective_of, preemptive_lb, queued, time_indexed_lb)
+from .time_indexed_bound import latest_starts
 
 BOUND_SAFETY = 1e-7
 SUBSET_BUDGET = 4000   # capacity sets a resource, smallest first
@@ -46,8 +51,10 @@ TI_MIN_TIME = 0.5     # s left after an unproven MILP: worth a time-indexed LP
 BUILD_SHARE = 0.3     # of the time left, at most, for adding capacity-set constraints
 
 
-def _subsets(opts, r, cap, budget):
-    """Job sets whose maximum demands on r exceed its capacity, smallest first; (sets, exact)."""
+def _subsets(opts, r, cap, budget, window=None):
+    """Job sets whose maximum demands on r exceed its capacity, smallest first; (sets, exact).
+    ``window[j] = (earliest start, latest end)``: only sets whose windows share an instant (others
+    never run together, so they need no row)."""
     dem = {}
     for j, ol in enumerate(opts):
         d = max((o.demand.get(r, 0) for o in ol), default=0)
@@ -55,28 +62,48 @@ def _subsets(opts, r, cap, budget):
             dem[j] = d
     jobs = sorted(dem)
     out = []
-    for size in range(2, len(jobs) + 1):
-        for S in itertools.combinations(jobs, size):
-            tot = sum(dem[j] for j in S)
-            if tot > cap + 1e-9:
-                out.append((S, tot))
-                if len(out) > budget:
-                    return out[:budget], False
+    # level by level: the sets of size k whose windows share an instant (max start < min end), each
+    # extended by a later job
+    level = [((j,), dem[j], -math.inf if window is None else window[j][0],
+              math.inf if window is None else window[j][1]) for j in jobs]
+    for _ in range(2, len(jobs) + 1):
+        nxt = []
+        for S, tot, lo, hi in level:
+            for j in jobs[jobs.index(S[-1]) + 1:]:
+                lo2, hi2 = (lo, hi) if window is None else (max(lo, window[j][0]), min(hi, window[j][1]))
+                if lo2 >= hi2:
+                    continue
+                T, t2 = S + (j,), tot + dem[j]
+                nxt.append((T, t2, lo2, hi2))
+                if t2 > cap + 1e-9:
+                    out.append((T, t2))
+                    if len(out) > budget:
+                        return out[:budget], False
+        if not nxt:
+            break
+        level = nxt
     return out, True
 
 
-def build(inst: Instance, opts, resources, budget=SUBSET_BUDGET, deadline: float | None = None):
+def build(inst: Instance, opts, resources, budget=SUBSET_BUDGET, deadline: float | None = None,
+          incumbent: float | None = None):
     """The model; ``exact`` is False when the set enumeration stopped at ``budget`` sets a resource,
     at ``NNZ_BUDGET`` nonzeros or at ``deadline`` (``time.perf_counter()``): fewer constraints, so
-    still a relaxation."""
+    still a relaxation. ``incumbent``: the objective of a known schedule; starts are then limited to
+    the latest start of a semi-active schedule of objective ≤ it
+    (:func:`formulations.time_indexed_bound.latest_starts`; the model keeps such an optimum, so its
+    bound, capped at the incumbent, stays valid), which gives each pair of jobs its own big-M, fixes
+    the order of pairs whose windows do not meet and drops capacity sets that never run together."""
     jobs = inst.jobs
     nj = len(jobs)
     cap = oc.capacities(inst)
-    H = max(j.arrival for j in jobs) + sum(max(o.dur for o in ol) for ol in opts)
-    M = H
+    late = latest_starts(inst, opts, incumbent)
+    pmax = [max(o.dur for o in ol) for ol in opts]
+    window = [(jobs[j].arrival, max(jobs[j].arrival, late[j]) + pmax[j]) for j in range(nj)]
     prob = pulp.LpProblem("offline", pulp.LpMinimize)
     x = [[pulp.LpVariable(f"x_{j}_{k}", cat="Binary") for k in range(len(ol))] for j, ol in enumerate(opts)]
-    s = [pulp.LpVariable(f"s_{j}", lowBound=jobs[j].arrival, upBound=H) for j in range(nj)]
+    s = [pulp.LpVariable(f"s_{j}", lowBound=jobs[j].arrival, upBound=max(jobs[j].arrival, late[j]))
+         for j in range(nj)]
     D = [pulp.lpSum(o.dur * xk for o, xk in zip(ol, x[j])) for j, ol in enumerate(opts)]
     C = [s[j] + D[j] for j in range(nj)]
     for j in range(nj):
@@ -85,18 +112,24 @@ def build(inst: Instance, opts, resources, budget=SUBSET_BUDGET, deadline: float
 
     def Y(a, b):
         if (a, b) not in y:
-            y[(a, b)] = pulp.LpVariable(f"y_{a}_{b}", cat="Binary")
-            y[(b, a)] = pulp.LpVariable(f"y_{b}_{a}", cat="Binary")
+            # a pair whose windows do not meet runs in one order: that y is fixed to 1, the other to 0
+            first = a if window[a][1] <= window[b][0] else b if window[b][1] <= window[a][0] else None
+            for u, v in ((a, b), (b, a)):
+                fix = None if first is None else int(u == first)     # (PuLP resets a Binary's bounds)
+                y[(u, v)] = (pulp.LpVariable(f"y_{u}_{v}", cat="Binary") if fix is None else
+                             pulp.LpVariable(f"y_{u}_{v}", lowBound=fix, upBound=fix, cat="Integer"))
         return y[(a, b)]
 
     exact, nnz = True, 0
     use = {}  # (j, r) -> expression of demand
+    resources = sorted(resources, key=repr)       # a set's order would change the model with the hash seed
     for r in resources:
         for j, ol in enumerate(opts):
             terms = [(o.demand[r], xk) for o, xk in zip(ol, x[j]) if o.demand.get(r, 0) > 0]
             if terms:
                 use[(j, r)] = terms
-    for r in resources:
+    cands = []    # (size, resource index, set, total demand): all resources' pairs first, then triples, ...
+    for i, r in enumerate(resources):
         users = sorted(j for (j, rr) in use if rr == r)
         if len(users) < 2:
             continue
@@ -106,25 +139,30 @@ def build(inst: Instance, opts, resources, budget=SUBSET_BUDGET, deadline: float
                 prob += y[(a, b)] + y[(b, a)] >= pulp.lpSum(v for _, v in use[(a, r)]) + pulp.lpSum(
                     v for _, v in use[(b, r)]) - 1
             continue
-        sets, ok = _subsets(opts, r, cap[r], budget)
+        sets, ok = _subsets(opts, r, cap[r], budget, window)
         exact &= ok
-        for S, tot in sets:
-            if nnz > NNZ_BUDGET or (deadline is not None and time.perf_counter() > deadline):
-                exact = False
-                break
-            coef: dict = {}
-            for j in S:
-                for c, v in use[(j, r)]:
-                    coef[v] = coef.get(v, 0.0) + c
-            for a, b in itertools.combinations(S, 2):
-                Y(a, b)
-                coef[y[(a, b)]] = coef[y[(b, a)]] = -(tot - cap[r])
-            prob += pulp.LpAffineExpression(coef) <= cap[r]
-            nnz += len(coef)
+        cands += [(len(S), i, S, tot) for S, tot in sets]
+    cands.sort(key=lambda c: c[:2])
+    for _, i, S, tot in cands:
+        if nnz > NNZ_BUDGET or (deadline is not None and time.perf_counter() > deadline):
+            exact = False
+            break
+        r = resources[i]
+        coef: dict = {}
+        for j in S:
+            for c, v in use[(j, r)]:
+                coef[v] = coef.get(v, 0.0) + c
+        for a, b in itertools.combinations(S, 2):
+            Y(a, b)
+            coef[y[(a, b)]] = coef[y[(b, a)]] = -(tot - cap[r])
+        prob += pulp.LpAffineExpression(coef) <= cap[r]
+        nnz += len(coef)
     for (a, b), v in list(y.items()):
         if a < b:
             prob += y[(a, b)] + y[(b, a)] <= 1
-        prob += s[b] >= s[a] + D[a] - M * (1 - v)
+        big_m = window[a][1] - jobs[b].arrival      # s_a + D_a − s_b never exceeds it
+        if big_m > 0:
+            prob += s[b] >= s[a] + D[a] - big_m * (1 - v)
     w = oc.weights(inst)
     if inst.objective == "makespan":
         z = pulp.LpVariable("z")
@@ -167,7 +205,7 @@ def run_solver(prob, backend: str, time_limit, threads: int, seed: int):
     fd, log = tempfile.mkstemp(suffix=".log")
     os.close(fd)
     try:
-        # tolerances as for HiGHS: with big-M = the horizon H, a binary off by 1e-7 lets a pair overlap 1e-7·H
+        # tolerances as for HiGHS: with a big-M near the horizon, a binary off by 1e-7 lets a pair overlap 1e-7·M
         kw = dict(msg=False, gapRel=0.0, gapAbs=0.0, threads=max(1, threads), logPath=log,
                   options=[f"randomCbcSeed {int(seed) + 1}", "integerTolerance 1e-9", "primalTolerance 1e-9"])
         if time_limit is not None:
@@ -219,7 +257,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         if r.valid:
             best = better(best, (hint, r))
     ls_opts = None      # list-scheduling local search where jobs wait (and durations are fixed)
-    if time_limit is not None and _obj(best) > QUEUE * lb:
+    if time_limit is not None and queued(inst, objective_of(best)):
         # jobs wait: the MILP's own bound on Σ C_j may stay near Σ(a_j + p_j) (its big-M LP is weak there),
         # and so may its incumbents
         lb = max(lb, preemptive_lb(inst, left_()))
@@ -236,12 +274,14 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         res = {r for r in oc.capacities(inst) if r[0] in ("n", "all")}
         ti_res = class_resources(inst)
     ti_done = False
-    if time_limit is not None and _obj(best) > QUEUE * lb:
+    if time_limit is not None and objective_of(best) > QUEUE * lb:
         # still a queue after the preemptive LP: the time-indexed LP is the stronger bound there
         lb = max(lb, time_indexed_lb(inst, opts, ti_res, best, LP_SHARE * time_limit))
         ti_done = True
     tb = time.perf_counter()
-    prob, x, s, exact = build(inst, opts, res, deadline=None if time_limit is None else tb + BUILD_SHARE * left_())
+    u = objective_of(best)
+    prob, x, s, exact = build(inst, opts, res, deadline=None if time_limit is None else tb + BUILD_SHARE * left_(),
+                              incumbent=u * (1 + 1e-9) if math.isfinite(u) else None)
     params["model"] = ("exact" if complete else "relaxed") + ("" if exact else "+budget")
     # handing the model to the solver (highspy calls, or an MPS file for CBC) costs about as much as
     # building it, before the solver's own clock starts: keep that time out of the solver's limit
@@ -257,9 +297,9 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         from .offline_cpsat import decode
 
         best = better(best, decode(inst, opts, {"choice": choice, "start": start, "unit": 1.0}, solver))
-    if not ti_done and time_limit is not None and left_() > TI_MIN_TIME and _open(_obj(best), lb):
+    if not ti_done and time_limit is not None and left_() > TI_MIN_TIME and gap_open(objective_of(best), lb):
         lb = max(lb, time_indexed_lb(inst, opts, ti_res, best, left_()))
-    if ls_opts is not None and time_limit is not None and left_() > TI_MIN_TIME and _open(_obj(best), lb):
+    if ls_opts is not None and time_limit is not None and left_() > TI_MIN_TIME and gap_open(objective_of(best), lb):
         # the MILP stopped before its limit (it proved its own model): the local search gets the rest
         best = better(best, improve(inst, ls_opts, best, left_, 1.0, time_limit, seed + 1))
     return finish(inst, best, lb, t0, solver, pulp.__version__, params)

@@ -15,6 +15,7 @@ import statistics
 import sys
 import warnings
 
+import oracle
 from formulations import offline_cpsat, offline_milp
 from jctlab.generators import offline_instance
 from jctlab.replay import replay
@@ -23,6 +24,7 @@ METHODS = {
     "cpsat": lambda inst, tl, th: offline_cpsat.solve(inst, time_limit=tl, threads=th),
     "highs": lambda inst, tl, th: offline_milp.solve(inst, time_limit=tl, threads=th, backend="highs"),
     "cbc": lambda inst, tl, th: offline_milp.solve(inst, time_limit=tl, threads=th, backend="cbc"),
+    "auto": lambda inst, tl, th: oracle.solve(inst, "auto", time_limit=tl, threads=th),
 }
 
 

@@ -167,6 +167,49 @@ def test_milp_capacity_set_budget_keeps_a_valid_bound(monkeypatch):
         assert r.params["model"] == "exact+budget"
 
 
+def test_milp_model_does_not_depend_on_the_order_of_its_resources(monkeypatch):
+    """Capacity sets go in pairs first over every resource, then triples, ..., up to the nonzero budget, so
+    the model is the same in every order of the resources. (It used to follow the order of a Python set of
+    resources, hence the hash seed: 8 GPUs / 12 jobs, seed 0, 10 s, bound 7 087 or 7 731 by PYTHONHASHSEED.)"""
+    monkeypatch.setattr(offline_milp, "NNZ_BUDGET", 600)
+    inst = offline_instance(gpus=8, nodes=2, jobs=8, interarrival_s=300, duration_h=(0.1, 2), max_size=8,
+                            variability=0.05, locality_penalty=1.2, seed=0)
+    opts = oc.class_options(inst)
+    res = sorted((r for r in oc.capacities(inst) if r[0] in ("n", "all")), key=repr)
+
+    def model(order):
+        prob, _, _, exact = offline_milp.build(inst, opts, order)
+        return [str(c) for c in prob.constraints.values()], exact
+
+    (rows, exact), (rows_rev, _) = model(res), model(res[::-1])
+    assert not exact                          # the budget cut the sets
+    assert rows == rows_rev
+    cap = oc.capacities(inst)
+    pairs = sum(len(S) == 2 for r in res for S, _ in offline_milp._subsets(opts, r, cap[r], 10**6)[0])
+    # every resource kept all its pairs (a capacity row of a pair: its options and the pair's two orders)
+    assert pairs and sum(row.count("y_") == 2 and "x_" in row for row in rows) == pairs
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_milp_windows_from_the_optimum_keep_it(seed):
+    """Starts limited to the latest start of a schedule no worse than the incumbent, a big-M per pair, the
+    order fixed where two windows do not meet: with the optimum itself as the incumbent (the tightest
+    windows) the exact MILP still proves it."""
+    inst = tiny(seed, interarrival_s=7200)   # arrivals far apart: some windows do not meet
+    opt = brute.solve(inst).objective
+    concrete, complete = oc.concrete_options(inst)
+    assert complete
+    res = {r for r in oc.capacities(inst) if r[0] == "g"} | oc.binding_resources(inst, concrete)
+    prob, _, _, exact = offline_milp.build(inst, concrete, res, incumbent=opt * (1 + 1e-9))
+    has, proven, bound, _ = offline_milp.run_solver(prob, "highs", None, 1, 0)
+    assert exact and has and proven
+    assert math.isclose(offline_milp._to_obj(inst, bound), opt, rel_tol=1e-6)
+    fixed = [v for v in prob.variables() if v.name.startswith("y_") and v.lowBound == v.upBound]
+    assert fixed                                # some orders are fixed (none without an incumbent)
+    assert not any(v.lowBound == v.upBound for v in offline_milp.build(inst, concrete, res)[0].variables()
+                   if v.name.startswith("y_"))
+
+
 @pytest.mark.parametrize("seed", [0, 1, 3, 4])    # 0, 1: a spread job; 3, 4: single-node jobs only
 def test_pinned_gpus_follow_the_model(seed):
     """pin_gpus gives each job GPUs of its option's class (node and size, or counts per node group)

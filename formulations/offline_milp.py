@@ -49,6 +49,7 @@ SUBSET_BUDGET = 4000   # capacity sets a resource, smallest first
 NNZ_BUDGET = 300_000  # nonzeros of all capacity-set rows (CBC reads a 2M-nonzero model for seconds)
 TI_MIN_TIME = 0.5     # s left after an unproven MILP: worth a time-indexed LP
 BUILD_SHARE = 0.3     # of the time left, at most, for adding capacity-set constraints
+QUEUE_MILP_SHARE = 0.8   # of the time left, for the solver on a queue; then the local search
 
 
 def _subsets(opts, r, cap, budget, window=None):
@@ -233,8 +234,8 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     MILP: the preemptive LP, list-scheduling local search (:func:`formulations.offline_cpsat.improve`,
     ``ls_share`` of the limit) whose schedule competes with the MILP's, and, if the incumbent is still
     that far above the bound, the time-indexed LP (``LP_SHARE`` of the limit). Otherwise the time-indexed
-    LP runs when the MILP stops unproven before its limit, with the time left; on a queue the local search
-    then gets what is still left."""
+    LP runs when the MILP stops unproven before its limit, with the time left. On a queue the solver gets
+    ``QUEUE_MILP_SHARE`` of the time left and the local search what is still left after it."""
     t0 = time.perf_counter()
 
     def left_():      # seconds left of the limit (only called with a time limit)
@@ -287,6 +288,8 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     # building it, before the solver's own clock starts: keep that time out of the solver's limit
     now = time.perf_counter()
     left = None if time_limit is None else max(0.05, time_limit - (now - t0) - (now - tb))
+    if left is not None and ls_opts is not None:
+        left *= QUEUE_MILP_SHARE      # on a queue the local search keeps the rest (its schedules beat the MILP's)
     has, opt, bound, infeasible = run_solver(prob, backend, left, threads, seed)
     if bound is not None and math.isfinite(bound):
         b = _to_obj(inst, bound)

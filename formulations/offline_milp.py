@@ -46,6 +46,7 @@ from .time_indexed_bound import latest_starts
 
 BOUND_SAFETY = 1e-7
 SUBSET_BUDGET = 4000   # capacity sets a resource, smallest first
+LEVEL_LIMIT = 100_000  # job sets of one size kept for extension while enumerating them
 NNZ_BUDGET = 300_000  # nonzeros of all capacity-set rows (CBC reads a 2M-nonzero model for seconds)
 TI_MIN_TIME = 0.5     # s left after an unproven MILP: worth a time-indexed LP
 BUILD_SHARE = 0.3     # of the time left, at most, for adding capacity-set constraints
@@ -67,10 +68,13 @@ def _subsets(opts, r, cap, budget, window=None):
     # extended by a later job
     level = [((j,), dem[j], -math.inf if window is None else window[j][0],
               math.inf if window is None else window[j][1]) for j in jobs]
+    pos = {j: i for i, j in enumerate(jobs)}
     for _ in range(2, len(jobs) + 1):
         nxt = []
         for S, tot, lo, hi in level:
-            for j in jobs[jobs.index(S[-1]) + 1:]:
+            if len(nxt) > LEVEL_LIMIT:     # too many sets to extend (a large capacity): stop, still a relaxation
+                return out, False
+            for j in jobs[pos[S[-1]] + 1:]:
                 lo2, hi2 = (lo, hi) if window is None else (max(lo, window[j][0]), min(hi, window[j][1]))
                 if lo2 >= hi2:
                     continue

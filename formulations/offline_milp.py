@@ -284,7 +284,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         lb = max(lb, time_indexed_lb(inst, opts, ti_res, best, LP_SHARE * time_limit))
         ti_done = True
     tb = time.perf_counter()
-    u = objective_of(best)
+    u = objective_of(best)      # windows from it (a hair above: the incumbent itself stays in the model)
     prob, x, s, exact = build(inst, opts, res, deadline=None if time_limit is None else tb + BUILD_SHARE * left_(),
                               incumbent=u * (1 + 1e-9) if math.isfinite(u) else None)
     params["model"] = ("exact" if complete else "relaxed") + ("" if exact else "+budget")
@@ -307,6 +307,6 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     if not ti_done and time_limit is not None and left_() > TI_MIN_TIME and gap_open(objective_of(best), lb):
         lb = max(lb, time_indexed_lb(inst, opts, ti_res, best, left_()))
     if ls_opts is not None and time_limit is not None and left_() > TI_MIN_TIME and gap_open(objective_of(best), lb):
-        # the MILP stopped before its limit (it proved its own model): the local search gets the rest
+        # the rest of the limit (QUEUE_MILP_SHARE kept it, or the MILP proved its own model early): local search
         best = better(best, improve(inst, ls_opts, best, left_, 1.0, time_limit, seed + 1))
     return finish(inst, best, lb, t0, solver, pulp.__version__, params)

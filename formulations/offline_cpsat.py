@@ -52,7 +52,7 @@ from . import time_indexed_bound
 OPT_RTOL = 1e-6
 SOLVER = "cpsat"
 SAT_PARAMS: dict = {"cp_model_probing_level": 0}   # for every model: probing cost seconds of presolve (docs/oracle-offline.md)
-LP_SHARE = 0.25    # of the time left: time-indexed LP bound after an unproven class model
+LP_SHARE = 0.4     # of the time left: time-indexed LP bound after an unproven class model
 EXACT_SHARE = 0.6   # of the limit (after local search): the exact model; then, if unproven, ...
 CLASS_SHARE = 0.4   # ... of the time left: the class model (if it has COARSER times fewer options); the LP
 COARSER = 3         # bounds get the rest

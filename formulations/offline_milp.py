@@ -40,7 +40,7 @@ from jctlab.result import Result
 
 from . import offline_candidates as oc
 from .common import cbc_log_bound
-from .offline_cpsat import (LP_SHARE, QUEUE, better, check_offline, class_resources, finish, gap_open, improve,
+from .offline_cpsat import (QUEUE, better, check_offline, class_resources, finish, gap_open, improve,
                             objective_of, preemptive_lb, queued, time_indexed_lb)
 from .time_indexed_bound import latest_starts
 
@@ -51,6 +51,7 @@ NNZ_BUDGET = 300_000  # nonzeros of all capacity-set rows (CBC reads a 2M-nonzer
 TI_MIN_TIME = 0.5     # s left after an unproven MILP: worth a time-indexed LP
 BUILD_SHARE = 0.3     # of the time left, at most, for adding capacity-set constraints
 QUEUE_MILP_SHARE = 0.8   # of the time left, for the solver on a queue; then the local search
+TI_SHARE = 0.25          # of the limit: the time-indexed LP before the MILP on a queue
 
 
 def _subsets(opts, r, cap, budget, window=None):
@@ -237,7 +238,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     bound (jobs wait; the big-M MILP's bound and incumbents are weak there), with a time limit, before the
     MILP: the preemptive LP, list-scheduling local search (:func:`formulations.offline_cpsat.improve`,
     ``ls_share`` of the limit) whose schedule competes with the MILP's, and, if the incumbent is still
-    that far above the bound, the time-indexed LP (``LP_SHARE`` of the limit). Otherwise the time-indexed
+    that far above the bound, the time-indexed LP (``TI_SHARE`` of the limit). Otherwise the time-indexed
     LP runs when the MILP stops unproven before its limit, with the time left. On a queue the solver gets
     ``QUEUE_MILP_SHARE`` of the time left and the local search what is still left after it."""
     t0 = time.perf_counter()
@@ -281,7 +282,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     ti_done = False
     if time_limit is not None and objective_of(best) > QUEUE * lb:
         # still a queue after the preemptive LP: the time-indexed LP is the stronger bound there
-        lb = max(lb, time_indexed_lb(inst, opts, ti_res, best, LP_SHARE * time_limit))
+        lb = max(lb, time_indexed_lb(inst, opts, ti_res, best, TI_SHARE * time_limit))
         ti_done = True
     tb = time.perf_counter()
     u = objective_of(best)      # windows from it (a hair above: the incumbent itself stays in the model)

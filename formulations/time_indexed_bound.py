@@ -47,7 +47,7 @@ from .common import objective_weights
 
 NNZ_BUDGET = 400_000     # most nonzeros of an LP (bounds the slot count)
 MAX_SLOTS = 1000
-MIN_SLOTS = 50
+MIN_SLOTS = 25           # the first LP is cheap, so a short limit still gets a bound
 MIN_LP_TIME = 0.25       # s: HiGHS may ignore a shorter limit (a 0.04 s limit ran 4 s to optimality)
 GROWTH = 2.5             # an LP with twice the slots takes about this many times as long (measured: 2.5-3.5)
 METHOD = "highs-ipm"       # interior point: 10x faster than dual simplex on these LPs (11 jobs, 100 slots)

@@ -1,19 +1,22 @@
 """The ``auto`` method: a portfolio that keeps the best replayed schedule and the largest proven bound.
 
 Static and offline: a heuristic incumbent first (it becomes the hint of every member, hinting every
-variable), then CP-SAT and the HiGHS MILP. With ``threads == 1``, and on offline instances with any
-number of threads, they run one after the other with every thread (CP-SAT gets 60 % of the time limit,
-85 % on offline instances, HiGHS the rest, and is skipped when CP-SAT already proved optimality; each
-later member is hinted with the best schedule so far); static instances with ``threads >= 2`` run them
-at the same time in two processes, each with half the threads, and a member that proves optimality
-(or infeasibility) ends the other at once. (Offline: CP-SAT with 2 threads proves what CP-SAT with 1
-thread beside a HiGHS process does not; docs/oracle-offline.md, follow-up 10.) The shared hint is the
-market matching (``matching.methods.matching``), else the greedy. Preemptive: the colleague's lower
-bound (status ``bound_only``).
+variable), then CP-SAT and the HiGHS MILP. With ``threads >= 2`` on static instances, and on offline
+instances where jobs queue for GPUs (the preemptive LP bound is above ``RACE`` × Σ(a_j + p_j)/n), they
+run at the same time in two processes, each with half the threads, under one wall-clock deadline; a
+member that proves optimality (or infeasibility) ends the other at once. Otherwise they run one after
+the other with every thread (CP-SAT gets 60 % of the time limit, 85 % on offline instances, HiGHS the
+rest, and is skipped when CP-SAT already proved optimality; each later member is hinted with the best
+schedule so far). (Offline without a queue: CP-SAT with 2 threads proves what CP-SAT with 1 thread
+beside a HiGHS process does not, docs/oracle-offline.md, follow-up 10; on a queue neither proves, and
+HiGHS' list-scheduling incumbents and CP-SAT's LP bounds are best combined, follow-up 15.) The shared
+hint is the market matching (``matching.methods.matching``), else the greedy. Preemptive: the
+colleague's lower bound (status ``bound_only``).
 """
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing as mp
 import queue
 import time
@@ -24,10 +27,14 @@ from jctlab.result import Result
 
 MEMBERS = ("cpsat", "milp")
 CPSAT_SHARE = 0.6
-#: offline instances run the members one after the other with every thread, CP-SAT first with this share:
-#: its offline oracle beats the MILP on every instance size and needs its threads (docs/oracle-offline.md,
-#: follow-up 10)
+#: offline instances without a queue (and any offline instance with one thread) run the members one after
+#: the other with every thread, CP-SAT first with this share: there its offline oracle beats the MILP and
+#: needs its threads (docs/oracle-offline.md, follow-ups 10 and 15)
 OFFLINE_CPSAT_SHARE = 0.85
+#: offline: the preemptive LP bound above this × Σ(a_j + p_j)/n means jobs queue for GPUs; the members then
+#: race (follow-up 15: with 2 threads, 8 jobs per 12 GPUs, 6.6 % mean gap against 13.4 % one after the other)
+RACE = 1.01
+HANDBACK_S = 0.3   # s of the limit kept for the members' hand-back and the parent's replay
 
 
 def _member(name: str, inst: Instance, time_limit: float | None, threads: int, seed: int, hint: Schedule | None,
@@ -47,11 +54,17 @@ def _member_proc(name: str, inst_d: dict, time_limit: float | None, threads: int
     return to_payload(_member(name, inst, time_limit, threads, seed, hint, warm))
 
 
-def _member_queue(q: Any, name: str, inst_d: dict, time_limit: float | None, threads: int, seed: int,
+def _member_queue(q: Any, name: str, inst_d: dict, deadline: float | None, threads: int, seed: int,
                   hint_d: dict | None, warm: bool) -> None:
-    """Process entry point of the parallel portfolio: puts (name, payload, error) on ``q``."""
+    """Process entry point of the parallel portfolio: puts (name, payload, error) on ``q``. ``deadline``
+    (wall clock, ``time.time()``): the member's limit is what is left of it once its modules are
+    imported (process start-up and imports cost a second or more of a short limit)."""
     try:
-        q.put((name, _member_proc(name, inst_d, time_limit, threads, seed, hint_d, warm), None))
+        problem = inst_d.get("problem")
+        if problem in ("static", "offline"):
+            importlib.import_module(f"formulations.{problem}_{'cpsat' if name == 'cpsat' else 'milp'}")
+        tl = None if deadline is None else max(0.1, deadline - time.time())
+        q.put((name, _member_proc(name, inst_d, tl, threads, seed, hint_d, warm), None))
     except Exception as e:  # noqa: BLE001 - reported to the parent, which keeps the other members
         q.put((name, None, repr(e)))
 
@@ -92,19 +105,23 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
     if inst.problem == "preemptive":
         r = _member("cpsat", inst, time_limit, threads, seed, hint, warm)
         return r.with_(solver=f"auto/{r.solver}")
-    parallel = threads >= 2 and inst.problem != "offline"
+    on_queue = inst.problem == "offline" and _offline_queue(inst, dl)
+    parallel = threads >= 2 and (inst.problem != "offline" or on_queue)
     params: dict[str, Any] = {"members": list(MEMBERS), "time_limit": time_limit, "threads": threads, "seed": seed,
                               "versions": solver_versions(), "parallel": parallel}
+    if inst.problem == "offline":
+        params["queue"] = on_queue
     if hint is None and warm:
         hint = _heuristic(inst, seed, time_limit)
     results: list[Result] = []
     if parallel:
         left = dl.left()
-        tl = None if left == float("inf") else max(0.1, left - 0.3)
+        tl = None if left == float("inf") else max(0.1, left - HANDBACK_S)
+        deadline = None if tl is None else time.time() + tl
         per = max(1, threads // 2)
         ctx = mp.get_context("spawn")
         q = ctx.Queue()
-        procs = [ctx.Process(target=_member_queue, args=(q, m, inst.to_dict(), tl, per, seed,
+        procs = [ctx.Process(target=_member_queue, args=(q, m, inst.to_dict(), deadline, per, seed,
                                                           None if hint is None else hint.to_dict(), warm),
                              daemon=True) for m in MEMBERS]
         for p in procs:
@@ -183,3 +200,15 @@ def _better_than_hint(inst: Instance, r: Result, hint: Schedule) -> bool:
 
     v = replay_objective(inst, hint)
     return v is None or (r.objective is not None and r.objective < v)
+
+
+def _offline_queue(inst: Instance, dl: Any) -> bool:
+    """Jobs queue for GPUs: the preemptive LP bound (at most 5 % of the time left) is above ``RACE`` ×
+    Σ(a_j + p_j)/n. Without a time limit: no (the members run one after the other to their proofs)."""
+    from formulations.offline_candidates import trivial_bound
+    from formulations.offline_cpsat import preemptive_lb
+
+    left = dl.left()
+    if left == float("inf"):
+        return False
+    return preemptive_lb(inst, 0.05 * left) > RACE * trivial_bound(inst)

@@ -149,9 +149,29 @@ def test_auto_runs_offline_members_in_turn_with_every_thread(monkeypatch):
     r = methods.solve(inst, method="auto", time_limit=20, threads=2, cache=None)
     check_valid(inst, r)
     assert r.status == "optimal" and r.objective == pytest.approx(brute.solve(inst).objective, rel=RTOL)
-    assert r.params["parallel"] is False
+    assert r.params["parallel"] is False and r.params["queue"] is False
     assert seen[0][:2] == ("cpsat", 2) and seen[0][2] == pytest.approx(20 * portfolio.OFFLINE_CPSAT_SHARE, abs=0.5)
     assert all(t == 2 for _, t, _ in seen)
+
+
+def test_auto_races_offline_members_on_a_queue():
+    """Offline ``auto`` where jobs queue for GPUs (preemptive LP above RACE × Σ(a_j + p_j)/n): with 2
+    threads CP-SAT and HiGHS race in two processes, with 1 thread they run in turn; both give the
+    brute-force optimum within the limit."""
+    from formulations.offline_cpsat import preemptive_lb
+    from oracle import methods, portfolio
+
+    inst = tiny(0, gpus=4, nodes=2, jobs=5, max_size=4, interarrival_s=120, variability=0.08)
+    assert preemptive_lb(inst, None) > portfolio.RACE * oc.trivial_bound(inst)   # the case under test
+    opt = brute.solve(inst).objective
+    for threads, limit in ((2, 20), (1, 10)):
+        t0 = time.perf_counter()
+        r = methods.solve(inst, method="auto", time_limit=limit, threads=threads, cache=None)
+        check_valid(inst, r)
+        assert time.perf_counter() - t0 < limit + 3
+        assert r.status == "optimal" and r.objective == pytest.approx(opt, rel=RTOL)
+        assert r.params["queue"] is True and r.params["parallel"] is (threads == 2)
+        assert set(r.params["member_status"]) <= {"cpsat", "milp-highs"}
 
 
 def test_milp_capacity_set_budget_keeps_a_valid_bound(monkeypatch):

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import weakref
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from jctlab.model import Allocation, Instance, Job
 from jctlab.simulate import PolicyError, Simulator, Start
@@ -46,6 +47,26 @@ class Option:
 
 
 # ----------------------------------------------------------------------------- basic helpers
+
+_MEMO: dict[tuple, tuple[weakref.ref, Any]] = {}
+
+
+def _memo(inst: Instance, key: tuple, compute: Callable[[], Any]) -> Any:
+    """``compute()`` once per instance object and key: the option sets take 0.2-1 s on 32-64 GPUs, and
+    the per-job bound, the LPs, the models and the portfolio's members all start from them. Callers get
+    fresh lists (:func:`_lists`) over the same frozen options. ``key`` holds every argument and module
+    setting the result depends on."""
+    k = (id(inst), key)
+    hit = _MEMO.get(k)
+    if hit is None or hit[0]() is not inst:
+        hit = (weakref.ref(inst), compute())
+        _MEMO[k] = hit
+        weakref.finalize(inst, _MEMO.pop, k, None)
+    return hit[1]
+
+
+def _lists(opts: list[list[Option]]) -> list[list[Option]]:
+    return [list(ol) for ol in opts]
 
 
 def rho(job: Job, gpu) -> float:
@@ -319,6 +340,12 @@ def count_subsets(inst: Instance, job: Job) -> int:
 
 
 def concrete_options(inst: Instance, full_limit: int = 64) -> tuple[list[list[Option]], bool]:
+    """Per job, its concrete options; ``complete`` when every GPU subset was enumerated (:func:`_concrete_options`)."""
+    opts, complete = _memo(inst, ("concrete", full_limit), lambda: _concrete_options(inst, full_limit))
+    return _lists(opts), complete
+
+
+def _concrete_options(inst: Instance, full_limit: int) -> tuple[list[list[Option]], bool]:
     """Per job, its concrete options; ``complete`` when every GPU subset was enumerated.
 
     Complete enumeration (all GPU subsets of every allowed size, every PS multiset over every node,
@@ -348,6 +375,12 @@ def concrete_options(inst: Instance, full_limit: int = 64) -> tuple[list[list[Op
 
 
 def node_complete_options(inst: Instance, limit: int = 20000) -> list[list[Option]] | None:
+    """Every single-node allocation as a concrete option, plus relaxed spread classes (:func:`_node_complete_options`)."""
+    opts = _memo(inst, ("node-complete", limit, SPREAD_SUPPORTS), lambda: _node_complete_options(inst, limit))
+    return None if opts is None else _lists(opts)
+
+
+def _node_complete_options(inst: Instance, limit: int) -> list[list[Option]] | None:
     """Every single-node allocation (all GPU subsets of each node, every PS multiset and level) as a
     concrete option, plus a relaxed ``("spread", n)`` class for allocations over several nodes.
 
@@ -608,6 +641,10 @@ def _spread_duration_lb(job: Job, cl, n: int, rh: list, hs: list) -> float:
 
 def class_options(inst: Instance) -> list[list[Option]]:
     """Relaxed classes per job with lower-bound durations and GPU-count demands."""
+    return _lists(_memo(inst, ("classes", SPREAD_SUPPORTS), lambda: _class_options(inst)))
+
+
+def _class_options(inst: Instance) -> list[list[Option]]:
     out = []
     for j, job in enumerate(inst.jobs):
         opts = []

@@ -2,7 +2,8 @@
 
 Static and offline: a heuristic incumbent first (it becomes the hint of every member, hinting every
 variable), then CP-SAT and the HiGHS MILP. With ``threads >= 2`` on static instances, and on offline
-instances where jobs queue for GPUs (the preemptive LP bound is above ``RACE`` × Σ(a_j + p_j)/n), they
+instances where jobs queue for GPUs (the preemptive LP bound is above ``RACE`` × Σ(a_j + p_j)/n; tested
+with a limit of at least ``RACE_MIN_S``), they
 run at the same time in two processes, each with half the threads, under one wall-clock deadline; a
 member that proves optimality (or infeasibility) ends the other at once. Otherwise they run one after
 the other with every thread (CP-SAT gets 60 % of the time limit, 85 % on offline instances, HiGHS the
@@ -34,6 +35,8 @@ OFFLINE_CPSAT_SHARE = 0.85
 #: offline: the preemptive LP bound above this × Σ(a_j + p_j)/n means jobs queue for GPUs; the members then
 #: race (follow-up 15: with 2 threads, 8 jobs per 12 GPUs, 6.6 % mean gap against 13.4 % one after the other)
 RACE = 1.01
+RACE_MIN_S = 5.0   # s: below this limit offline members run in turn (two processes start in about a second)
+MEMBER_MIN_S = 0.5   # s: a later member needs this much of the limit (its set-up alone costs 0.3-1 s on 32-64 GPUs)
 HANDBACK_S = 0.3   # s of the limit kept for the members' hand-back and the parent's replay
 
 
@@ -105,12 +108,14 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
     if inst.problem == "preemptive":
         r = _member("cpsat", inst, time_limit, threads, seed, hint, warm)
         return r.with_(solver=f"auto/{r.solver}")
-    on_queue = inst.problem == "offline" and _offline_queue(inst, dl)
-    parallel = threads >= 2 and (inst.problem != "offline" or on_queue)
+    # offline: only a race needs the queue test (≥ 2 threads, a limit that pays for two processes)
+    on_queue = (_offline_queue(inst, dl) if inst.problem == "offline" and threads >= 2 and dl.left() >= RACE_MIN_S
+                else None)
+    parallel = threads >= 2 and (inst.problem != "offline" or bool(on_queue))
     params: dict[str, Any] = {"members": list(MEMBERS), "time_limit": time_limit, "threads": threads, "seed": seed,
                               "versions": solver_versions(), "parallel": parallel}
     if inst.problem == "offline":
-        params["queue"] = on_queue
+        params["queue"] = on_queue   # None: not tested (one thread, or a limit under RACE_MIN_S)
     if hint is None and warm:
         hint = _heuristic(inst, seed, time_limit)
     results: list[Result] = []
@@ -165,7 +170,7 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
         share = OFFLINE_CPSAT_SHARE if inst.problem == "offline" else CPSAT_SHARE
         for k, m in enumerate(MEMBERS):
             left = dl.left()
-            if left <= 0.05:
+            if left <= (MEMBER_MIN_S if k else 0.05):
                 break
             tl = None if left == float("inf") else (left * share if k == 0 else left)
             r = _member(m, inst, tl, threads, seed, hint, warm)

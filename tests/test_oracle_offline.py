@@ -170,7 +170,7 @@ def test_auto_races_offline_members_on_a_queue():
         check_valid(inst, r)
         assert time.perf_counter() - t0 < limit + 3
         assert r.status == "optimal" and r.objective == pytest.approx(opt, rel=RTOL)
-        assert r.params["queue"] is True and r.params["parallel"] is (threads == 2)
+        assert r.params["queue"] is (True if threads == 2 else None) and r.params["parallel"] is (threads == 2)
         assert set(r.params["member_status"]) <= {"cpsat", "milp-highs"}
 
 
@@ -309,15 +309,20 @@ def test_wrong_problem_class_is_bad_input():
         offline_milp.solve(inst)
 
 
-@pytest.mark.parametrize("method", ["cpsat", "highs"])
+@pytest.mark.parametrize("method", ["cpsat", "highs", "auto"])
 def test_time_limit_respected(method):
+    from oracle import methods
+
     inst = offline_instance(gpus=16, nodes=2, jobs=14, interarrival_s=300, max_size=8, variability=0.05,
                             locality_penalty=1.2, seed=1)
     t = time.perf_counter()
     if method == "cpsat":
         r = offline_cpsat.solve(inst, time_limit=2.0)
-    else:
+    elif method == "highs":
         r = offline_milp.solve(inst, time_limit=2.0)
+    else:   # under RACE_MIN_S: no queue test, the members in turn (HiGHS only with MEMBER_MIN_S left)
+        r = methods.solve(inst, method="auto", time_limit=2.0, threads=2, cache=None)
+        assert r.params["queue"] is None and r.params["parallel"] is False
     assert time.perf_counter() - t < 6.0
     assert r.status in ("optimal", "feasible", "timeout_no_solution")
     if r.status == "timeout_no_solution":
@@ -325,6 +330,26 @@ def test_time_limit_respected(method):
     else:
         check_valid(inst, r)
     assert r.lower_bound >= oc.trivial_bound(inst) * (1 - 1e-9)
+
+
+def test_option_sets_are_computed_once_per_instance_and_handed_out_as_fresh_lists(monkeypatch):
+    inst = tiny(2, gpus=4, nodes=2, jobs=4, max_size=2)
+    a, b = oc.class_options(inst), oc.class_options(inst)
+    assert a == b and a is not b and a[0] is not b[0]
+    a[0].clear()                                        # a caller's list is its own
+    assert oc.class_options(inst) == b
+    calls = []
+    real = oc._node_complete_options
+    monkeypatch.setattr(oc, "_node_complete_options", lambda i, lim: calls.append(lim) or real(i, lim))
+    first = oc.node_complete_options(inst)
+    assert oc.node_complete_options(inst) == first and oc.node_complete_options(inst, limit=5) is None
+    assert calls == [20000, 5]
+    twin = tiny(2, gpus=4, nodes=2, jobs=4, max_size=2)       # an equal instance: its own entry
+    assert oc.node_complete_options(twin) == first and calls == [20000, 5, 20000]
+    monkeypatch.setattr(oc, "SPREAD_SUPPORTS", True)         # a setting the classes depend on: recomputed
+    calls.clear()
+    oc.node_complete_options(inst)
+    assert calls == [20000]
 
 
 def test_deterministic_with_one_thread():

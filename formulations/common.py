@@ -1273,7 +1273,10 @@ def _reduced_solve(model: PackingModel, backend: Any, hint_cols: Sequence[int | 
     lp = lp_reduced_costs(model, dl)
     info: dict[str, Any] = {"lp_s": round(time.perf_counter() - t, 3)}
     if lp is None:
-        info["reduce"] = "lp failed or out of time"
+        if dl.left() <= 0:   # the full model would only overrun the limit: keep the incumbent and bound
+            info["reduce"] = "out of time"
+            return BackendAnswer(None, None, info={"skipped": "out of time"}), info
+        info["reduce"] = "lp failed"
         return backend(model, hint_cols, dl), info
     lb, rc = lp
     info["lp_bound"] = lb

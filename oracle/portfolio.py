@@ -1,18 +1,18 @@
 """The ``auto`` method: a portfolio that keeps the best replayed schedule and the largest proven bound.
 
 Static and offline: a heuristic incumbent first (it becomes the hint of every member, hinting every
-variable), then CP-SAT and the HiGHS MILP. With ``threads >= 2`` on static instances, and on offline
-instances where jobs queue for GPUs (the preemptive LP bound is above ``RACE`` × Σ(a_j + p_j)/n; tested
-with a limit of at least ``RACE_MIN_S``), they
-run at the same time in two processes, each with half the threads, under one wall-clock deadline; a
-member that proves optimality (or infeasibility) ends the other at once. Otherwise they run one after
-the other with every thread (CP-SAT gets 60 % of the time limit, 85 % on offline instances, HiGHS the
-rest, and is skipped when CP-SAT already proved optimality; each later member is hinted with the best
-schedule so far). (Offline without a queue: CP-SAT with 2 threads proves what CP-SAT with 1 thread
-beside a HiGHS process does not, docs/oracle-offline.md, follow-up 10; on a queue neither proves, and
-HiGHS' list-scheduling incumbents and CP-SAT's LP bounds are best combined, follow-up 15.) The shared
-hint is the market matching (``matching.methods.matching``), else the greedy. Preemptive: the
-colleague's lower bound (status ``bound_only``).
+variable), then CP-SAT and the HiGHS MILP. With ``threads >= 2`` and a limit of at least ``RACE_MIN_S``
+(or none), static instances, and offline instances where jobs queue for GPUs (the preemptive LP bound
+is above ``RACE`` × Σ(a_j + p_j)/n), run them at the same time in two processes, each with half the
+threads, under one wall-clock deadline; a member that proves optimality (or infeasibility) ends the
+other at once. Otherwise they run one after the other with every thread: CP-SAT (always, for the
+bound) with 60 % of the time limit, 85 % on offline instances, then HiGHS with the rest, unless CP-SAT
+proved optimality or less than ``MEMBER_MIN_S`` is left; HiGHS is hinted with the better schedule.
+(Offline without a queue: CP-SAT with 2 threads proves what CP-SAT with 1 thread beside a HiGHS
+process does not, docs/oracle-offline.md, follow-up 10; on a queue neither proves, and HiGHS'
+list-scheduling incumbents and CP-SAT's LP bounds are best combined, follow-up 15.) The shared hint is
+the market matching (``matching.methods.matching``), else the greedy. Preemptive: the colleague's lower
+bound (status ``bound_only``).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ OFFLINE_CPSAT_SHARE = 0.85
 #: offline: the preemptive LP bound above this × Σ(a_j + p_j)/n means jobs queue for GPUs; the members then
 #: race (follow-up 15: with 2 threads, 8 jobs per 12 GPUs, 6.6 % mean gap against 13.4 % one after the other)
 RACE = 1.01
-RACE_MIN_S = 5.0   # s: below this limit offline members run in turn (two processes start in about a second)
+RACE_MIN_S = 5.0   # s: below this limit the members run in turn (two processes start in about a second)
 MEMBER_MIN_S = 0.5   # s: a later member needs this much of the limit (its set-up alone costs 0.3-1 s on 32-64 GPUs)
 HANDBACK_S = 0.3   # s of the limit kept for the members' hand-back and the parent's replay
 
@@ -108,10 +108,10 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
     if inst.problem == "preemptive":
         r = _member("cpsat", inst, time_limit, threads, seed, hint, warm)
         return r.with_(solver=f"auto/{r.solver}")
-    # offline: only a race needs the queue test (≥ 2 threads, a limit that pays for two processes)
-    on_queue = (_offline_queue(inst, dl) if inst.problem == "offline" and threads >= 2 and dl.left() >= RACE_MIN_S
-                else None)
-    parallel = threads >= 2 and (inst.problem != "offline" or bool(on_queue))
+    # a race needs ≥ 2 threads and a limit that pays for two processes; offline, also a queue
+    race = threads >= 2 and dl.left() >= RACE_MIN_S
+    on_queue = _offline_queue(inst, dl) if inst.problem == "offline" and race else None
+    parallel = race and (inst.problem != "offline" or bool(on_queue))
     params: dict[str, Any] = {"members": list(MEMBERS), "time_limit": time_limit, "threads": threads, "seed": seed,
                               "versions": solver_versions(), "parallel": parallel}
     if inst.problem == "offline":
@@ -170,9 +170,10 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
         share = OFFLINE_CPSAT_SHARE if inst.problem == "offline" else CPSAT_SHARE
         for k, m in enumerate(MEMBERS):
             left = dl.left()
-            if left <= (MEMBER_MIN_S if k else 0.05):
+            if k and left <= MEMBER_MIN_S:
                 break
-            tl = None if left == float("inf") else (left * share if k == 0 else left)
+            # the first member always runs (briefly, if the heuristic took the limit): it gives the bound
+            tl = None if left == float("inf") else max(0.05, left * share if k == 0 else left)
             r = _member(m, inst, tl, threads, seed, hint, warm)
             results.append(r)
             if r.status in ("optimal", "infeasible"):

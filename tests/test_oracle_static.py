@@ -140,6 +140,28 @@ def test_time_limit_respected(method: str) -> None:
         _check(inst, r)
 
 
+@pytest.mark.parametrize("method", ["cpsat", "milp"])
+def test_full_model_is_not_built_once_the_limit_is_spent(method: str) -> None:
+    """64 jobs on 256 GPUs with 3 s: the LP of the reduced-cost filter runs out of time; the back end must
+    not then build the full model (121 000 columns, 4 s more), but return the incumbent and bound."""
+    inst = static_instance(gpus=256, nodes=32, jobs=64, variability=0.05, sizes=(1, 2, 4, 8), seed=0)
+    t = time.perf_counter()
+    r = methods.solve(inst, method=method, time_limit=3.0, threads=1, cache=None)
+    assert time.perf_counter() - t < 3.0 + 1.5
+    _check(inst, r)
+    assert r.lower_bound is not None and 0 < r.lower_bound <= r.objective
+
+
+def test_auto_races_static_members_only_when_the_limit_pays_for_it() -> None:
+    inst = static_instance(gpus=8, nodes=2, jobs=4, sizes=(1, 2, 4), seed=5, variability=0.05)
+    opt = methods.solve(inst, method="brute", cache=None).objective
+    for limit, parallel in ((10.0, True), (2.0, False)):
+        r = methods.solve(inst, method="auto", time_limit=limit, threads=2, cache=None)
+        _check(inst, r)
+        assert r.params["parallel"] is parallel
+        assert r.status == "optimal" and r.objective == pytest.approx(opt, rel=1e-6)
+
+
 def test_timeout_without_solution_still_has_bound() -> None:
     inst = static_instance(gpus=64, nodes=8, jobs=32, sizes=(1, 2, 4, 8), seed=2, variability=0.05)
     r = static_cpsat.solve(inst, time_limit=0.01, warm=False, reduce=False)

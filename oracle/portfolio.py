@@ -35,9 +35,12 @@ OFFLINE_CPSAT_SHARE = 0.85
 #: offline: the preemptive LP bound above this × Σ(a_j + p_j)/n means jobs queue for GPUs; the members then
 #: race (follow-up 15: with 2 threads, 8 jobs per 12 GPUs, 6.6 % mean gap against 13.4 % one after the other)
 RACE = 1.01
-RACE_MIN_S = 5.0   # s: below this limit the members run in turn (two processes start in about a second)
+RACE_MIN_S = 5.0   # s: below this limit the members run in turn (starting two processes costs 0.3-1 s)
 MEMBER_MIN_S = 0.5   # s: a later member needs this much of the limit (its set-up alone costs 0.3-1 s on 32-64 GPUs)
 HANDBACK_S = 0.3   # s of the limit kept for the members' hand-back and the parent's replay
+#: imported once by the fork server, so that a race's members start in a fraction of a second, not ~1 s
+PRELOAD = ("formulations.static_cpsat", "formulations.static_milp", "formulations.offline_cpsat",
+           "formulations.offline_milp", "oracle.methods")
 
 
 def _member(name: str, inst: Instance, time_limit: float | None, threads: int, seed: int, hint: Schedule | None,
@@ -70,11 +73,6 @@ def _member_queue(q: Any, name: str, inst_d: dict, deadline: float | None, threa
         q.put((name, _member_proc(name, inst_d, tl, threads, seed, hint_d, warm), None))
     except Exception as e:  # noqa: BLE001 - reported to the parent, which keeps the other members
         q.put((name, None, repr(e)))
-
-
-#: imported once by the fork server, so that a race's members start in milliseconds, not a second
-PRELOAD = ("formulations.static_cpsat", "formulations.static_milp", "formulations.offline_cpsat",
-           "formulations.offline_milp", "oracle.methods")
 
 
 def _context() -> Any:

@@ -7,7 +7,8 @@ is above ``RACE`` × Σ(a_j + p_j)/n), run them at the same time in two processe
 threads, under one wall-clock deadline; a member that proves optimality (or infeasibility) ends the
 other at once. Otherwise they run one after the other with every thread: CP-SAT (always, for the
 bound) with 60 % of the time limit, 85 % on offline instances, then HiGHS with the rest, unless CP-SAT
-proved optimality or less than ``MEMBER_MIN_S`` is left; HiGHS is hinted with the better schedule.
+proved optimality or less than ``MEMBER_MIN_S`` is left; HiGHS is hinted with the better schedule. On
+an offline queue with one thread the order is reversed, HiGHS first with ``QUEUE_MILP_SHARE``.
 (Offline without a queue: CP-SAT with 2 threads proves what CP-SAT with 1 thread beside a HiGHS
 process does not, docs/oracle-offline.md, follow-up 10; on a queue neither proves, and HiGHS'
 list-scheduling incumbents and CP-SAT's LP bounds are best combined, follow-up 15.) The shared hint is
@@ -28,13 +29,16 @@ from jctlab.result import Result
 
 MEMBERS = ("cpsat", "milp")
 CPSAT_SHARE = 0.6
-#: offline instances without a queue (and any offline instance with one thread) run the members one after
-#: the other with every thread, CP-SAT first with this share: there its offline oracle beats the MILP and
-#: needs its threads (docs/oracle-offline.md, follow-ups 10 and 15)
+#: offline instances without a queue run the members one after the other with every thread, CP-SAT first
+#: with this share: there its offline oracle beats the MILP and needs its threads (docs/oracle-offline.md,
+#: follow-ups 10 and 15)
 OFFLINE_CPSAT_SHARE = 0.85
 #: offline: the preemptive LP bound above this × Σ(a_j + p_j)/n means jobs queue for GPUs; the members then
 #: race (follow-up 15: with 2 threads, 8 jobs per 12 GPUs, 6.6 % mean gap against 13.4 % one after the other)
 RACE = 1.01
+#: on a queue with one thread the members run in turn, HiGHS first with this share (follow-up 15: 4 × 10 and
+#: 8 × 12 queues, 10 s, 5.37 % / 6.63 % mean gap against 5.42 % / 12.60 % with CP-SAT first)
+QUEUE_MILP_SHARE = 0.9
 RACE_MIN_S = 5.0   # s: below this limit the members run in turn (starting two processes costs 0.3-1 s)
 MEMBER_MIN_S = 0.5   # s: a later member needs this much of the limit (its set-up alone costs 0.3-1 s on 32-64 GPUs)
 HANDBACK_S = 0.3   # s of the limit kept for the members' hand-back and the parent's replay
@@ -122,13 +126,15 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
         r = _member("cpsat", inst, time_limit, threads, seed, hint, warm)
         return r.with_(solver=f"auto/{r.solver}")
     # a race needs ≥ 2 threads and a limit that pays for two processes; offline, also a queue
-    race = threads >= 2 and dl.left() >= RACE_MIN_S
-    on_queue = _offline_queue(inst, dl) if inst.problem == "offline" and race else None
-    parallel = race and (inst.problem != "offline" or bool(on_queue))
-    params: dict[str, Any] = {"members": list(MEMBERS), "time_limit": time_limit, "threads": threads, "seed": seed,
+    long_enough = dl.left() >= RACE_MIN_S
+    on_queue = _offline_queue(inst, dl) if inst.problem == "offline" and long_enough else None
+    parallel = threads >= 2 and long_enough and (inst.problem != "offline" or bool(on_queue))
+    # in turn on a queue: HiGHS first (its list-scheduling incumbents and class MILP beat CP-SAT there)
+    members = MEMBERS[::-1] if on_queue else MEMBERS
+    params: dict[str, Any] = {"members": list(members), "time_limit": time_limit, "threads": threads, "seed": seed,
                               "versions": solver_versions(), "parallel": parallel}
     if inst.problem == "offline":
-        params["queue"] = on_queue   # None: not tested (one thread, or a limit under RACE_MIN_S)
+        params["queue"] = on_queue   # None: not tested (a limit under RACE_MIN_S, or none)
     if hint is None and warm:
         hint = _heuristic(inst, seed, time_limit)
     results: list[Result] = []
@@ -141,7 +147,7 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
         q = ctx.Queue()
         procs = [ctx.Process(target=_member_queue, args=(q, m, inst.to_dict(), deadline, per, seed,
                                                           None if hint is None else hint.to_dict(), warm),
-                             daemon=True) for m in MEMBERS]
+                             daemon=True) for m in members]
         for p in procs:
             p.start()
         pending = len(procs)
@@ -180,8 +186,8 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
                     p.join(timeout=1.0)
             q.close()
     else:
-        share = OFFLINE_CPSAT_SHARE if inst.problem == "offline" else CPSAT_SHARE
-        for k, m in enumerate(MEMBERS):
+        share = QUEUE_MILP_SHARE if on_queue else OFFLINE_CPSAT_SHARE if inst.problem == "offline" else CPSAT_SHARE
+        for k, m in enumerate(members):
             left = dl.left()
             if k and left <= MEMBER_MIN_S:
                 break
@@ -222,7 +228,7 @@ def _better_than_hint(inst: Instance, r: Result, hint: Schedule) -> bool:
 
 
 def _offline_queue(inst: Instance, dl: Any) -> bool:
-    """Jobs queue for GPUs: the preemptive LP bound (at most 5 % of the time left) is above ``RACE`` ×
+    """Jobs queue for GPUs: the preemptive LP bound (at most 10 % of the time left) is above ``RACE`` ×
     Σ(a_j + p_j)/n. Without a time limit: no (the members run one after the other to their proofs)."""
     from formulations.offline_candidates import trivial_bound
     from formulations.offline_cpsat import preemptive_lb
@@ -230,4 +236,4 @@ def _offline_queue(inst: Instance, dl: Any) -> bool:
     left = dl.left()
     if left == float("inf"):
         return False
-    return preemptive_lb(inst, 0.05 * left) > RACE * trivial_bound(inst)
+    return preemptive_lb(inst, 0.1 * left) > RACE * trivial_bound(inst)

@@ -156,8 +156,8 @@ def test_auto_runs_offline_members_in_turn_with_every_thread(monkeypatch):
 
 def test_auto_races_offline_members_on_a_queue():
     """Offline ``auto`` where jobs queue for GPUs (preemptive LP above RACE × Σ(a_j + p_j)/n): with 2
-    threads CP-SAT and HiGHS race in two processes, with 1 thread they run in turn; both give the
-    brute-force optimum within the limit."""
+    threads CP-SAT and HiGHS race in two processes, with 1 thread they run in turn, HiGHS first; both
+    give the brute-force optimum within the limit."""
     from formulations.offline_cpsat import preemptive_lb
     from oracle import methods, portfolio
 
@@ -170,7 +170,8 @@ def test_auto_races_offline_members_on_a_queue():
         check_valid(inst, r)
         assert time.perf_counter() - t0 < limit + 3
         assert r.status == "optimal" and r.objective == pytest.approx(opt, rel=RTOL)
-        assert r.params["queue"] is (True if threads == 2 else None) and r.params["parallel"] is (threads == 2)
+        assert r.params["queue"] is True and r.params["parallel"] is (threads == 2)
+        assert r.params["members"] == ["milp", "cpsat"]     # in turn (1 thread): HiGHS first
         assert set(r.params["member_status"]) <= {"cpsat", "milp-highs"}
 
 

@@ -128,7 +128,9 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
     # a race needs ≥ 2 threads and a limit that pays for two processes; offline, also a queue
     long_enough = dl.left() >= RACE_MIN_S
     on_queue = _offline_queue(inst, dl) if inst.problem == "offline" and long_enough else None
-    parallel = threads >= 2 and long_enough and (inst.problem != "offline" or bool(on_queue))
+    # a daemonic process (a worker of a multiprocessing pool) may not start processes: members in turn
+    parallel = (threads >= 2 and long_enough and not mp.current_process().daemon
+                and (inst.problem != "offline" or bool(on_queue)))
     # in turn on a queue: HiGHS first (its list-scheduling incumbents and class MILP beat CP-SAT there)
     members = MEMBERS[::-1] if on_queue else MEMBERS
     params: dict[str, Any] = {"members": list(members), "time_limit": time_limit, "threads": threads, "seed": seed,

@@ -162,6 +162,23 @@ def test_auto_races_static_members_only_when_the_limit_pays_for_it() -> None:
         assert r.status == "optimal" and r.objective == pytest.approx(opt, rel=1e-6)
 
 
+def _auto_in_worker(_: int) -> tuple:
+    inst = static_instance(gpus=8, nodes=2, jobs=4, sizes=(1, 2, 4), seed=5, variability=0.05)
+    r = methods.solve(inst, method="auto", time_limit=10.0, threads=2, cache=None)
+    return r.status, r.params["parallel"], r.objective
+
+
+def test_auto_in_a_pool_worker_runs_its_members_in_turn() -> None:
+    """A pool worker is daemonic and may not start processes: ``auto`` must not race there (it crashed)."""
+    import multiprocessing as mp
+
+    with mp.get_context("spawn").Pool(1) as pool:
+        status, parallel, obj = pool.map(_auto_in_worker, [0])[0]
+    inst = static_instance(gpus=8, nodes=2, jobs=4, sizes=(1, 2, 4), seed=5, variability=0.05)
+    assert status == "optimal" and parallel is False
+    assert obj == pytest.approx(methods.solve(inst, method="brute", cache=None).objective, rel=1e-6)
+
+
 def test_timeout_without_solution_still_has_bound() -> None:
     inst = static_instance(gpus=64, nodes=8, jobs=32, sizes=(1, 2, 4, 8), seed=2, variability=0.05)
     r = static_cpsat.solve(inst, time_limit=0.01, warm=False, reduce=False)

@@ -42,6 +42,7 @@ QUEUE_MILP_SHARE = 0.9
 RACE_MIN_S = 5.0   # s: below this limit the members run in turn (starting two processes costs 0.3-1 s)
 MEMBER_MIN_S = 0.5   # s: a later member needs this much of the limit (its set-up alone costs 0.3-1 s on 32-64 GPUs)
 HANDBACK_S = 0.3   # s of the limit kept for the members' hand-back and the parent's replay
+POLL_S = 0.2       # s between checks that the racing members are still alive
 #: imported once by the fork server, so that a race's members start in a fraction of a second, not ~1 s
 PRELOAD = ("formulations.static_cpsat", "formulations.static_milp", "formulations.offline_cpsat",
            "formulations.offline_milp", "oracle.methods")
@@ -156,12 +157,14 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
         try:
             while pending:
                 # members respect their limit; the margin covers process start-up and the hand-back
-                wait = None if tl is None else max(1.0, dl.left() + 5.0)
-                try:
-                    name, payload, err = q.get(timeout=wait)
-                except queue.Empty:
-                    params.setdefault("member_errors", []).append("no answer before the limit")
+                give_up = None if tl is None else time.perf_counter() + max(1.0, dl.left() + 5.0)
+                answer = _next_answer(q, procs, give_up)
+                if answer is None:
+                    params.setdefault("member_errors", []).append(
+                        "a member ended without an answer" if not any(p.is_alive() for p in procs)
+                        else "no answer before the limit")
                     break
+                name, payload, err = answer
                 pending -= 1
                 if err is not None:  # a member crashed: keep the others
                     params.setdefault("member_errors", []).append(f"{name}: {err}")
@@ -220,6 +223,23 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
     if best_sched is None and not infeasible and results and len(errors) == len(results):
         return finish(inst, "auto", None, None, t0, "auto", "", params, error="; ".join(map(str, errors)))
     return finish(inst, "auto", best_sched, bound, t0, "auto", "", params, infeasible=infeasible)
+
+
+def _next_answer(q: Any, procs: list, give_up: float | None) -> tuple | None:
+    """The next (name, payload, error) a member put on ``q``; None at ``give_up`` (``perf_counter``) or
+    once every member process has ended with nothing more on ``q`` (one killed by the system or crashed
+    in native code never answers: the race does not wait for the limit then)."""
+    while True:
+        try:
+            return q.get(timeout=POLL_S)
+        except queue.Empty:
+            if not any(p.is_alive() for p in procs):
+                try:
+                    return q.get(timeout=POLL_S)     # an answer still in the pipe of a member that ended
+                except queue.Empty:
+                    return None
+            if give_up is not None and time.perf_counter() >= give_up:
+                return None
 
 
 def _better_than_hint(inst: Instance, r: Result, hint: Schedule) -> bool:

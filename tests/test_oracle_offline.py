@@ -175,6 +175,33 @@ def test_auto_races_offline_members_on_a_queue():
         assert set(r.params["member_status"]) <= {"cpsat", "milp-highs"}
 
 
+def _member_or_die(q, name, *args) -> None:
+    """A race member whose HiGHS process dies without a word (as when the system kills it)."""
+    import os
+
+    from oracle import portfolio
+
+    if name == "milp":
+        os._exit(1)
+    portfolio._member_queue(q, name, *args)
+
+
+def test_race_does_not_wait_for_a_member_that_died(monkeypatch):
+    """A queue no member proves in 6 s: CP-SAT answers near the limit, HiGHS never; the race must end then,
+    not at the limit + 5 s, and keep CP-SAT's answer."""
+    from oracle import methods, portfolio
+
+    monkeypatch.setattr(portfolio, "_member_queue", _member_or_die)
+    inst = offline_instance(gpus=8, nodes=2, jobs=12, interarrival_s=300, duration_h=(0.1, 2), max_size=8,
+                            variability=0.05, locality_penalty=1.2, seed=1)
+    t = time.perf_counter()
+    r = methods.solve(inst, method="auto", time_limit=6.0, threads=2, cache=None)
+    assert time.perf_counter() - t < 6.0 + 2.0
+    assert r.params["parallel"] is True and r.params["member_errors"] == ["a member ended without an answer"]
+    assert set(r.params["member_status"]) == {"cpsat"}
+    check_valid(inst, r)
+
+
 def test_milp_capacity_set_budget_keeps_a_valid_bound(monkeypatch):
     """With no capacity-set row allowed (nonzero budget 0) the MILP is a relaxation: bound ≤ optimum,
     and the model says it is not exact."""

@@ -71,9 +71,8 @@ def _member_queue(q: Any, name: str, inst_d: dict, deadline: float | None, threa
     (wall clock, ``time.time()``): the member's limit is what is left of it once its modules are
     imported (process start-up and imports cost a second or more of a short limit)."""
     try:
-        problem = inst_d.get("problem")
-        if problem in ("static", "offline"):
-            importlib.import_module(f"formulations.{problem}_{'cpsat' if name == 'cpsat' else 'milp'}")
+        for module in PRELOAD:   # already there when forked from the server; spawned: import them first
+            importlib.import_module(module)
         tl = None if deadline is None else max(0.1, deadline - time.time())
         q.put((name, _member_proc(name, inst_d, tl, threads, seed, hint_d, warm), None))
     except Exception as e:  # noqa: BLE001 - reported to the parent, which keeps the other members

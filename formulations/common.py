@@ -1022,6 +1022,29 @@ def _within_deadline(backend: Any) -> Any:
     return run
 
 
+def static_gpu_shortage(inst: Instance) -> str | None:
+    """Why no static schedule exists, by counting GPUs, or None. Every job runs from time 0 on at least
+    its smallest size; so for every set T of GPU types, the jobs that can use types of T only need
+    at most as many GPUs as T has (Hall's condition; solvers otherwise take seconds to prove it)."""
+    have: dict[str, int] = {}
+    for g in inst.cluster.gpus:
+        have[g.type] = have.get(g.type, 0) + 1
+    types = sorted(have)
+    need = []
+    for job in inst.jobs:
+        usable = frozenset(t for t in types if job.can_use(t))
+        n = min(job.sizes)
+        if n > sum(have[t] for t in usable):
+            return f"job {job.name} needs {n} GPUs of types {sorted(usable)}"
+        need.append((usable, n))
+    for k in range(1, len(types) + 1):
+        for T in itertools.combinations(types, k):
+            want = sum(n for u, n in need if u <= set(T))
+            if want > sum(have[t] for t in T):
+                return f"jobs that can only use {list(T)} need {want} GPUs at once, the cluster has {sum(have[t] for t in T)}"
+    return None
+
+
 def solve_static(inst: Instance, method: str, backend: Any, *, time_limit: float | None, threads: int, seed: int,
                  hint: Schedule | None, warm: bool, solver: str, version: str, params: dict[str, Any],
                  reduce: bool = True, primal: Any = None) -> Result:
@@ -1033,6 +1056,9 @@ def solve_static(inst: Instance, method: str, backend: Any, *, time_limit: float
     from .heuristic import repair, static_greedy
 
     t0 = time.perf_counter()
+    short = static_gpu_shortage(inst)
+    if short is not None:
+        return finish(inst, method, None, None, t0, solver, version, {**params, "reason": short}, infeasible=True)
     dl = Deadline(time_limit, t0)
     backend = _within_deadline(backend)
     # enumeration may use up to ENUM_SHARE of the limit; after that the remaining jobs get relaxed

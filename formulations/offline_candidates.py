@@ -44,6 +44,7 @@ class Option:
     demand: dict = field(hash=False, compare=False)
     alloc: Allocation | None = None      # concrete option
     cls: tuple | None = None             # relaxed class: ("node", name, n) | ("spread", n)
+    ps_local: bool | None = None         # a PS job's node class: its PS on that node (True) or not (False)
 
 
 # ----------------------------------------------------------------------------- basic helpers
@@ -334,6 +335,9 @@ def _options_for_set(inst: Instance, j: int, gids: tuple[str, ...], ps_nodes_poo
 # ----------------------------------------------------------------------------- concrete options
 
 
+PS_ANY_NODES = 8   # on clusters of at most this many nodes, restricted options place PS on any node
+
+
 def count_subsets(inst: Instance, job: Job) -> int:
     h = len(hostable(inst, job))
     return sum(math.comb(h, n) for n in job.sizes if n <= h)
@@ -368,8 +372,13 @@ def _concrete_options(inst: Instance, full_limit: int) -> tuple[list[list[Option
             sets = _restricted_sets(inst, job, hs)
         opts: list[Option] = []
         for gids in sorted(sets):
-            pool = node_names if complete else sorted({g.split(":", 1)[0] for g in gids})
-            opts += _filter(_options_for_set(inst, j, gids, pool, cap))
+            # parameter servers: on any node (complete, or a small cluster), else on the job's GPU nodes,
+            # and on any node where those leave no CPUs for them
+            pool = node_names if complete or len(node_names) <= PS_ANY_NODES else sorted({g.split(":", 1)[0] for g in gids})
+            found = _options_for_set(inst, j, gids, pool, cap)
+            if not found and pool is not node_names and job.ps is not None:
+                found = _options_for_set(inst, j, gids, node_names, cap)
+            opts += _filter(found)
         out.append(opts)
     return out, complete
 
@@ -467,14 +476,18 @@ def spread_node_caps(inst: Instance, job: Job, n: int) -> dict[str, int]:
     return out
 
 
-def mixed_chooser(chosen: dict[int, Option], patterns: dict[int, dict[str, int]] | None = None) -> Callable:
+def mixed_chooser(chosen: dict[int, Option], patterns: dict[int, dict[str, int]] | None = None,
+                  ps_side: bool = False, ps_free: set[int] | frozenset = frozenset()) -> Callable:
     """Concrete options keep their allocation; relaxed ones pick the fastest free set of their class.
 
     ``patterns`` (job → {node: GPU count}) makes a spread job take exactly that many GPUs per node
-    (its fastest free ones there), as the model with per-node spread counts decided.
+    (its fastest free ones there), as the model with per-node spread counts decided. ``ps_side``: a
+    PS job's node class keeps its parameter servers on the class's node or off it, as the model chose.
+    ``ps_free``: concrete jobs whose PS placement is free (:func:`fixed_chooser`).
     """
-    fixed = fixed_chooser({j: o.alloc for j, o in chosen.items() if o.alloc is not None})
-    rel = class_chooser({j: o.cls for j, o in chosen.items() if o.alloc is None})
+    fixed = fixed_chooser({j: o.alloc for j, o in chosen.items() if o.alloc is not None}, ps_free)
+    rel = class_chooser({j: o.cls for j, o in chosen.items() if o.alloc is None},
+                        {j: o.ps_local for j, o in chosen.items() if o.ps_local is not None} if ps_side else None)
     pat = pattern_chooser(patterns or {}, rel)
 
     def choose(inst, j, free, cpu, mem):
@@ -645,17 +658,37 @@ def class_options(inst: Instance) -> list[list[Option]]:
 
 
 def _class_options(inst: Instance) -> list[list[Option]]:
+    cap = capacities(inst)
+    pen = inst.cluster.locality_penalty
     out = []
     for j, job in enumerate(inst.jobs):
         opts = []
         for n in job.sizes:
             for nd in inst.cluster.nodes:
                 d = single_node_lb(inst, job, nd.name, n)
-                if d is not None:
-                    opts.append(Option(j, d, {("n", nd.name): n, ("all",): n}, cls=("node", nd.name, n)))
+                if d is None:
+                    continue
+                dem = node_class_demand(job, nd, n)
+                if job.ps is None or pen <= 1.0:
+                    opts.append(Option(j, d, dem, cls=("node", nd.name, n)))
+                    continue
+                # a parameter server on another node makes the job span nodes: the locality penalty
+                # applies; keeping them all on this node costs at least one PS's CPUs there
+                local = {**dem, ("cpu", nd.name): dem[("cpu", nd.name)] + job.ps.ps_cpus}
+                if fits_alone(local, cap):
+                    opts.append(Option(j, d, local, cls=("node", nd.name, n), ps_local=True))
+                opts.append(Option(j, d * pen, dem, cls=("node", nd.name, n), ps_local=False))
             opts += spread_options(inst, j, n)
         out.append(opts)
     return out
+
+
+def node_class_demand(job: Job, nd, n: int) -> dict:
+    """What every allocation of ``n`` GPUs on node ``nd`` holds at least: the GPU counts, and on the node
+    ``n`` × the smallest CPUs and memory per GPU among the job's levels (the fair share when None)."""
+    cpus = min(nd.fair_cpus if c is None else c for c, _ in job.level_choices)
+    mem = min(nd.fair_mem_gb if m is None else m for _, m in job.level_choices)
+    return {("n", nd.name): n, ("all",): n, ("cpu", nd.name): n * cpus, ("mem", nd.name): n * mem}
 
 
 def p_min(inst: Instance) -> list[float]:
@@ -753,29 +786,62 @@ def _fits_now(inst, dem, free, cpu, mem) -> bool:
     return True
 
 
-def fixed_chooser(allocs: dict[int, Allocation]) -> Callable:
-    """Chooser for concrete decisions: the job's own allocation once it fits."""
+def fixed_chooser(allocs: dict[int, Allocation], ps_free: set[int] | frozenset = frozenset()) -> Callable:
+    """Chooser for concrete decisions: the job's own allocation once it fits. Jobs in ``ps_free`` keep
+    their GPUs and level but take, among the PS placements no slower than theirs that fit now, the best
+    fit (:func:`_ps_spot`): for GPU sets chosen without their parameter servers (:func:`pin_gpus`)."""
+    cache: dict = {}
 
     def choose(inst, j, free, cpu, mem):
         a = allocs[j]
-        return a if _fits_now(inst, demand_of(inst, inst.jobs[j], a), free, cpu, mem) else None
+        job = inst.jobs[j]
+        if j in ps_free and job.ps is not None:
+            if j not in cache:
+                opts = allocations_on(inst, job, a.gpus)
+                d0 = next((d for b, d in opts if b == a), None)
+                cache[j] = [b for b, d in opts if (b.cpus_per_gpu, b.mem_gb_per_gpu) == (a.cpus_per_gpu, a.mem_gb_per_gpu)
+                            and (d0 is None or d <= d0 * (1 + 1e-9))] or [a]
+            fits = [b for b in cache[j] if _fits_now(inst, demand_of(inst, job, b), free, cpu, mem)]
+            return min(fits, key=lambda b: _ps_spot(b, free)) if fits else None
+        return a if _fits_now(inst, demand_of(inst, job, a), free, cpu, mem) else None
 
     return choose
 
 
-def class_chooser(classes: dict[int, tuple | None]) -> Callable:
+def _ps_spot(alloc: Allocation, free) -> int:
+    """Free GPUs on the nodes that host the allocation's parameter servers but none of its GPUs: a PS's
+    CPUs there may keep a free GPU idle, so among equally fast allocations the fewest (best fit) go first."""
+    own = {g.split(":", 1)[0] for g in alloc.gpus}
+    return sum(len(free[v]) for v in set(alloc.ps_nodes) - own)
+
+
+def _before(key: tuple, other: tuple) -> bool:
+    """Shorter duration first (relative 1e-9), then the smaller tie-break."""
+    d, t = key
+    d2, t2 = other
+    if d < d2 * (1 - 1e-9):
+        return True
+    return d <= d2 * (1 + 1e-9) and t < t2
+
+
+def class_chooser(classes: dict[int, tuple | None], ps_local: dict[int, bool] | None = None) -> Callable:
     """Chooser for relaxed decisions: the fastest concrete allocation of the job's class among the
-    free GPUs now (any class when the class is None or has nothing that fits an idle cluster)."""
+    free GPUs now (any class when the class is None or has nothing that fits an idle cluster).
+    ``ps_local`` (job → bool): a node class's parameter servers all on its node, or not all there."""
     cache: dict = {}
 
     def choose(inst, j, free, cpu, mem):
         job = inst.jobs[j]
         cls = classes.get(j)
+        side = None if ps_local is None or cls is None or cls[0] != "node" else ps_local.get(j)
         best = None
         for alloc, d in _free_allocs(inst, job, cls, free, cache):
+            if side is not None and side != all(v == cls[1] for v in alloc.ps_nodes):
+                continue
             dem = demand_of(inst, job, alloc)
-            if _fits_now(inst, dem, free, cpu, mem) and (best is None or d < best[1]):
-                best = (alloc, d)
+            key = (d, _ps_spot(alloc, free))
+            if _fits_now(inst, dem, free, cpu, mem) and (best is None or _before(key, best[1])):
+                best = (alloc, key)
         if best is None and cls is not None:
             # a class that never fits alone (CPU of PS...): fall back to any class once idle
             total_free = sum(len(s) for s in free.values())

@@ -51,12 +51,15 @@ from . import time_indexed_bound
 
 OPT_RTOL = 1e-6
 SOLVER = "cpsat"
-SAT_PARAMS: dict = {"cp_model_probing_level": 0}   # for every model: probing cost seconds of presolve (docs/oracle-offline.md)
+#: for every model: probing cost seconds of presolve (follow-up 5); presolve's symmetry fixing is not
+#: interruptible and took 10-14 s on node-exact models of identical GPUs with PS options (4-s limits; follow-up 16)
+SAT_PARAMS: dict = {"cp_model_probing_level": 0, "symmetry_level": 0}
 LP_SHARE = 0.4     # of the time left: time-indexed LP bound after an unproven class model
 EXACT_SHARE = 0.6   # of the limit (after local search): the exact model; then, if unproven, ...
 CLASS_SHARE = 0.4   # ... of the time left: the class model (if it has COARSER times fewer options); the LP
 COARSER = 3         # bounds get the rest
 QUEUE = 1.05        # preemptive LP / Σ(a_j + p_j) above this: a queue (jobs must wait), see after_exact
+PIN_WALL_S = 1.0    # s: most wall time of one GPU pinning (pin_gpus)
 CORE_SHARE = 0.6   # of the class model's time: core-based workers when the default ones have not proven it
 
 
@@ -395,6 +398,7 @@ def hint_assignment(inst: Instance, opts, sched: Schedule | None) -> dict | None
         if j is None:
             continue
         k = None
+        held = None
         for kk, o in enumerate(opts[j]):
             if o.alloc is not None and o.alloc == seg.alloc:
                 k = kk
@@ -405,8 +409,11 @@ def hint_assignment(inst: Instance, opts, sched: Schedule | None) -> dict | None
                     break
                 continue
             if o.cls is not None and _same_class(o.cls, class_of(seg.alloc)):
+                # a class may have variants (parameter servers on the node or not): the one the allocation holds
+                held = held or oc.demand_of(inst, inst.jobs[j], seg.alloc)
                 k = kk
-                break
+                if all(v <= held.get(r, 0) + 1e-9 for r, v in o.demand.items() if r[0] in ("cpu", "mem")):
+                    break
         out[j] = (k, seg.start)
     return out
 
@@ -436,8 +443,9 @@ def _same_class(cls: tuple, c: tuple) -> bool:
     return False
 
 
-def decode(inst: Instance, opts, sol, method: str):
-    """Order + choices of a model solution → re-timed valid schedule (schedule, replay)."""
+def decode(inst: Instance, opts, sol, method: str, deadline: float | None = None):
+    """Order + choices of a model solution → re-timed valid schedule (schedule, replay). ``deadline``
+    (``perf_counter``): the GPU pinning (:func:`pin_gpus`) stops there."""
     order = sorted(range(len(inst.jobs)), key=lambda j: (sol["start"][j], inst.jobs[j].arrival, j))
     chosen = {j: opts[j][k] for j, k in enumerate(sol["choice"])}
     if all(o.alloc is not None for o in chosen.values()):
@@ -454,11 +462,17 @@ def decode(inst: Instance, opts, sol, method: str):
     keeps = (False, True) if any(o.alloc is not None for o in chosen.values()) else (False,)
     seen: list = []
     for keep in keeps:
-        pinned = pin_gpus(inst, opts, sol, keep_concrete=keep)
+        wall = None if deadline is None else deadline - time.perf_counter()
+        pinned = pin_gpus(inst, opts, sol, keep_concrete=keep, wall=wall)
         if pinned and pinned not in seen:
             seen.append(pinned)
             chosen_p = {**chosen, **pinned}
-            best = better(best, oc.best_retime(inst, order, lambda: oc.mixed_chooser(chosen_p), method))
+            # pinned sets carry the fastest PS placement, chosen without the CPUs: placed when they start
+            best = better(best, oc.best_retime(inst, order, lambda: oc.mixed_chooser(chosen_p, ps_free=set(pinned)),
+                                               method))
+    if any(o.ps_local is not None for o in chosen.values()):
+        # variant: PS jobs keep their parameter servers on or off their node, as the model chose
+        best = better(best, oc.best_retime(inst, order, lambda: oc.mixed_chooser(chosen, ps_side=True), method))
     pats = sol.get("patterns")
     if pats:
         # the model's per-node spread counts, and (its variant) the fastest free set of the class
@@ -467,7 +481,7 @@ def decode(inst: Instance, opts, sol, method: str):
 
 
 def pin_gpus(inst: Instance, opts, sol, time_limit: float = 2.0,   # deterministic seconds
-             keep_concrete: bool = False) -> dict:
+             keep_concrete: bool = False, wall: float | None = None) -> dict:
     """Concrete GPUs for every job of a model solution, consistent with the model's own times.
 
     The model fixes, per job, an interval [s, s + d) in its time unit and a node and size
@@ -490,7 +504,7 @@ def pin_gpus(inst: Instance, opts, sol, time_limit: float = 2.0,   # determinist
     10 155 against a model optimum of 7 826; with this, 7 836; docs/oracle-offline.md, follow-up 6).
     """
     u = sol.get("unit")
-    if u is None or sol.get("start") is None:
+    if u is None or sol.get("start") is None or (wall is not None and wall < 0.05):
         return {}
     cl = inst.cluster
     n = len(inst.jobs)
@@ -537,6 +551,8 @@ def pin_gpus(inst: Instance, opts, sol, time_limit: float = 2.0,   # determinist
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.max_deterministic_time = time_limit      # reproducible, unlike a wall-clock limit
+    # ... but a loaded machine can stretch it to seconds (4.6 s at 20 GPUs / 9 jobs): a wall cap too
+    solver.parameters.max_time_in_seconds = PIN_WALL_S if wall is None else min(PIN_WALL_S, wall)
     if solver.Solve(m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return {}
     out = {}
@@ -592,8 +608,10 @@ def _last_completion(best) -> float | None:
 
 
 def class_resources(inst: Instance) -> set:
-    """The capacities of a class model: node and cluster GPU counts, node-set cumulatives (no GPU identity)."""
-    return {r for r in oc.capacities(inst) if r[0] in ("n", "all", "set")}
+    """The capacities of a class model: node and cluster GPU counts, node-set cumulatives (no GPU identity),
+    and the node CPUs/memory that class options can overload (parameter servers kept on the node)."""
+    return {r for r in oc.capacities(inst) if r[0] in ("n", "all", "set")} | oc.binding_resources(
+        inst, oc.class_options(inst))
 
 
 def solve_classes(inst: Instance, classes, res_cls: set, best, lb: float, time_limit: float | None, threads: int,
@@ -781,6 +799,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     def left():
         return None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t0))
 
+    end = None if time_limit is None else t0 + time_limit
     concrete, complete = oc.concrete_options(inst)
     bad = oc.job_infeasible(inst, concrete, complete)
     if bad is not None:
@@ -810,7 +829,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
                               hint=hint_assignment(inst, concrete, best[0]))
         lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
         if sol["choice"] is not None:
-            best = better(best, decode(inst, concrete, sol, SOLVER))
+            best = better(best, decode(inst, concrete, sol, SOLVER, end))
         params["model"] = "exact"
         if time_limit is not None and gap_open(objective_of(best), lb):
             if pre is None:
@@ -921,7 +940,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
                                   hint=hint_assignment(inst, hyb, best[0]), sat_params=loaded)
             lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
             if sol["choice"] is not None:
-                best = better(best, decode(inst, hyb, sol, SOLVER))
+                best = better(best, decode(inst, hyb, sol, SOLVER, end))
                 best = exact_decode(best, hyb, sol)
                 if use_ls:
                     order = sorted(range(len(cnt)), key=lambda j: (sol["start"][j], j))
@@ -956,7 +975,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
                               sat_params=loaded)
         lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
         if sol["choice"] is not None:
-            best = better(best, decode(inst, mixed, sol, SOLVER))
+            best = better(best, decode(inst, mixed, sol, SOLVER, end))
         params["model"] = "relaxed+node-exact"
         _phase(params, "node-exact", sol, lb, best, t0)
         return finish(inst, best, lb, t0, SOLVER, ver, params)
@@ -966,5 +985,5 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         sol2 = build_and_solve(inst, concrete, res, time_limit=left(), threads=threads, seed=seed,
                                hint=hint_assignment(inst, concrete, best[0]))
         if sol2["choice"] is not None:
-            best = better(best, decode(inst, concrete, sol2, SOLVER))
+            best = better(best, decode(inst, concrete, sol2, SOLVER, end))
     return finish(inst, best, lb, t0, SOLVER, ver, params)

@@ -277,7 +277,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         ti_res = res
     else:
         opts = oc.class_options(inst)
-        res = {r for r in oc.capacities(inst) if r[0] in ("n", "all")}
+        res = {r for r in oc.capacities(inst) if r[0] in ("n", "all")} | oc.binding_resources(inst, opts)
         ti_res = class_resources(inst)
     ti_done = False
     if time_limit is not None and objective_of(best) > QUEUE * lb:
@@ -304,7 +304,8 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         start = [v.value() for v in s]
         from .offline_cpsat import decode
 
-        best = better(best, decode(inst, opts, {"choice": choice, "start": start, "unit": 1.0}, solver))
+        best = better(best, decode(inst, opts, {"choice": choice, "start": start, "unit": 1.0}, solver,
+                                   None if time_limit is None else t0 + time_limit))
     if not ti_done and time_limit is not None and left_() > TI_MIN_TIME and gap_open(objective_of(best), lb):
         lb = max(lb, time_indexed_lb(inst, opts, ti_res, best, left_()))
     if ls_opts is not None and time_limit is not None and left_() > TI_MIN_TIME and gap_open(objective_of(best), lb):

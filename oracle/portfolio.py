@@ -127,7 +127,8 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
         return r.with_(solver=f"auto/{r.solver}")
     # a race needs ≥ 2 threads and a limit that pays for two processes; offline, also a queue
     long_enough = dl.left() >= RACE_MIN_S
-    on_queue = _offline_queue(inst, dl) if inst.problem == "offline" and long_enough else None
+    pre_lb = _preemptive_lb(inst, dl) if inst.problem == "offline" and long_enough else None
+    on_queue = None if pre_lb is None else _queued(inst, pre_lb)
     # a daemonic process (a worker of a multiprocessing pool) may not start processes: members in turn
     parallel = (threads >= 2 and long_enough and not mp.current_process().daemon
                 and (inst.problem != "offline" or bool(on_queue)))
@@ -215,9 +216,11 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
         v = replay_objective(inst, hint)
         if v is not None and (best_obj is None or v < best_obj):
             best_sched, best_obj = hint, v
-    bounds = [r.lower_bound for r in results if r.lower_bound is not None]
-    bound = max(bounds) if bounds else None
     infeasible = any(r.status == "infeasible" for r in results)
+    bounds = [r.lower_bound for r in results if r.lower_bound is not None]
+    if pre_lb is not None and not infeasible:
+        bounds.append(pre_lb)       # the queue test's LP: a bound even where no member returned one
+    bound = max(bounds) if bounds else None
     errors = [r.params.get("error") for r in results if r.status == "error"]
     if best_sched is None and not infeasible and results and len(errors) == len(results):
         return finish(inst, "auto", None, None, t0, "auto", "", params, error="; ".join(map(str, errors)))
@@ -248,13 +251,18 @@ def _better_than_hint(inst: Instance, r: Result, hint: Schedule) -> bool:
     return v is None or (r.objective is not None and r.objective < v)
 
 
-def _offline_queue(inst: Instance, dl: Any) -> bool:
-    """Jobs queue for GPUs: the preemptive LP bound (at most 10 % of the time left) is above ``RACE`` ×
-    Σ(a_j + p_j)/n. Without a time limit: no (the members run one after the other to their proofs)."""
-    from formulations.offline_candidates import trivial_bound
+def _preemptive_lb(inst: Instance, dl: Any) -> float | None:
+    """The preemptive LP bound with at most 10 % of the time left (None without a time limit: the members
+    then run one after the other to their proofs)."""
     from formulations.offline_cpsat import preemptive_lb
 
     left = dl.left()
-    if left == float("inf"):
-        return False
-    return preemptive_lb(inst, 0.1 * left) > RACE * trivial_bound(inst)
+    return None if left == float("inf") else preemptive_lb(inst, 0.1 * left)
+
+
+def _queued(inst: Instance, pre_lb: float) -> bool:
+    """Jobs queue for GPUs: the preemptive LP bound is above ``RACE`` × Σ(a_j + p_j)/n."""
+    from formulations.offline_candidates import trivial_bound
+
+    return pre_lb > RACE * trivial_bound(inst)
+

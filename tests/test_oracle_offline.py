@@ -202,6 +202,27 @@ def test_race_does_not_wait_for_a_member_that_died(monkeypatch):
     check_valid(inst, r)
 
 
+def _member_dies(q, name, *args) -> None:
+    import os
+
+    os._exit(1)
+
+
+def test_race_keeps_the_queue_tests_bound_when_every_member_died(monkeypatch):
+    """The preemptive LP that decided the race is a bound of its own: with no member answering, `auto`
+    still returns the heuristic schedule with that bound (before: no bound at all)."""
+    from oracle import methods, portfolio
+
+    monkeypatch.setattr(portfolio, "_member_queue", _member_dies)
+    inst = offline_instance(gpus=8, nodes=2, jobs=12, interarrival_s=300, duration_h=(0.1, 2), max_size=8,
+                            variability=0.05, locality_penalty=1.2, seed=1)
+    r = methods.solve(inst, method="auto", time_limit=6.0, threads=2, cache=None)
+    assert r.params["parallel"] is True and r.params["queue"] is True and r.params["member_status"] == {}
+    check_valid(inst, r)
+    assert r.lower_bound > oc.trivial_bound(inst) * 1.01
+    assert r.lower_bound <= preemptive_bound.lower_bound(inst) * (1 + 1e-6) + 1e-6
+
+
 def test_milp_capacity_set_budget_keeps_a_valid_bound(monkeypatch):
     """With no capacity-set row allowed (nonzero budget 0) the MILP is a relaxation: bound ≤ optimum,
     and the model says it is not exact."""
@@ -256,6 +277,30 @@ def test_milp_windows_from_the_optimum_keep_it(seed):
     assert fixed                                # some orders are fixed (none without an incumbent)
     assert not any(v.lowBound == v.upBound for v in offline_milp.build(inst, concrete, res)[0].variables()
                    if v.name.startswith("y_"))
+
+
+def test_decode_does_not_pin_gpus_past_its_deadline(monkeypatch):
+    """The GPU pinning of a decode is a CP-SAT model with a deterministic limit, which a loaded machine
+    stretched to 4.6 s after a 4-s MILP (returned after 7.8-8.5 s); it gets the time left before the
+    deadline (and at most PIN_WALL_S). With the deadline passed the decode still returns a valid schedule."""
+    inst = tiny(0, gpus=4, nodes=2, jobs=4, max_size=4, variability=0.08)
+    classes = oc.class_options(inst)
+    sol = offline_cpsat.build_and_solve(inst, classes, offline_cpsat.class_resources(inst), time_limit=5, threads=1,
+                                        seed=0)
+    walls = []
+    real = offline_cpsat.pin_gpus
+
+    def spy(*a, **kw):
+        walls.append(kw.get("wall"))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(offline_cpsat, "pin_gpus", spy)
+    sched, rep = offline_cpsat.decode(inst, classes, sol, "x", deadline=time.perf_counter() - 1.0)
+    assert rep is not None and rep.valid
+    assert walls and all(w is not None and w < 0 for w in walls)
+    assert real(inst, classes, sol, wall=-1.0) == {} and real(inst, classes, sol, wall=None) != {}
+    offline_cpsat.decode(inst, classes, sol, "x", deadline=time.perf_counter() + 30)
+    assert walls[-1] is not None and 25 < walls[-1] <= 30
 
 
 @pytest.mark.parametrize("seed", [0, 1, 3, 4])    # 0, 1: a spread job; 3, 4: single-node jobs only
@@ -360,6 +405,18 @@ def test_time_limit_respected(method):
     assert r.lower_bound >= oc.trivial_bound(inst) * (1 - 1e-9)
 
 
+def test_time_limit_respected_on_identical_gpus_with_parameter_servers():
+    """Nodes of identical GPUs (no variability) and PS jobs: the node-exact model holds thousands of
+    equivalent GPU sets × PS placements, and CP-SAT's presolve symmetry pass (not interruptible) ran
+    10-14 s past a 4-s limit; it is off (``SAT_PARAMS``)."""
+    inst = offline_instance(gpus=24, nodes=3, jobs=6, types=("a100", "t4"), interarrival_s=120, max_size=4,
+                            elastic=0.5, ps=True, seed=7)
+    t = time.perf_counter()
+    r = offline_cpsat.solve(inst, time_limit=4.0, threads=1)
+    assert time.perf_counter() - t < 6.0
+    check_valid(inst, r)
+
+
 def test_option_sets_are_computed_once_per_instance_and_handed_out_as_fresh_lists(monkeypatch):
     inst = tiny(2, gpus=4, nodes=2, jobs=4, max_size=2)
     a, b = oc.class_options(inst), oc.class_options(inst)
@@ -440,6 +497,88 @@ def test_class_duration_bounds_below_every_allocation(seed, pick):
         lb = oc.single_node_lb(inst, job, nodes[0], n) if len(nodes) == 1 else oc.spread_lb(inst, job, n)
         assert lb is not None and lb <= d * (1 + 1e-12)
         assert oc.p_min(inst)[j] <= d * (1 + 1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), pick=st.integers(0, 10_000))
+def test_node_classes_bound_every_single_node_allocation_with_its_cpus(seed, pick):
+    """Law: every single-node allocation (any GPUs, PS nodes and level) has an option of its class
+    ("node", v, n) that is no longer and holds no more GPUs, CPUs or memory anywhere, so the class model
+    with node CPU/memory cumulatives (a parameter server kept on the node costs its CPUs there, one
+    elsewhere costs the locality penalty) is still a relaxation."""
+    inst = offline_instance(gpus=6, nodes=2, jobs=4, max_size=4, variability=0.2, locality_penalty=1.4,
+                            cpu_mem=seed % 3 == 0, ps=True, seed=seed)
+    rng = random.Random(pick)
+    classes = oc.class_options(inst)
+    names = [nd.name for nd in inst.cluster.nodes]
+    for j, job in enumerate(inst.jobs):
+        nd = rng.choice(inst.cluster.nodes)
+        fit = [n for n in job.sizes if n <= len(nd.gpus)]
+        if not fit:
+            continue
+        n = rng.choice(fit)
+        psn = tuple(rng.choice(names) for _ in range(rng.randint(1, job.ps.max_ps))) if job.ps else ()
+        a = Allocation(tuple(rng.sample([g.id for g in nd.gpus], n)), psn, *rng.choice(job.level_choices))
+        d = duration(job, a, inst.cluster)
+        held = oc.demand_of(inst, job, a)
+        same = [o for o in classes[j] if o.cls == ("node", nd.name, n)]
+        assert any(o.dur <= d * (1 + 1e-12) and all(v <= held.get(r, 0) + 1e-9 for r, v in o.demand.items())
+                   for o in same), (a, d, [(o.dur, o.demand) for o in same])
+
+
+def _ps_beside_jobs(seed: int) -> Instance:
+    """Two 3-GPU nodes of 12 CPUs: a 2-GPU PS job holds 8 CPUs at the fair share, so its PS on its own node
+    leaves no CPUs for a 1-GPU job beside it; elsewhere the PS costs the locality penalty."""
+    inst = tiny(seed, gpus=6, nodes=2, jobs=4, max_size=2, elastic=0.0, variability=0.05, locality_penalty=1.5,
+                cpu_mem=False, ps=True, interarrival_s=60)
+    d = inst.to_dict()
+    for k, j in enumerate(d["jobs"]):
+        j["sizes"] = [2] if k % 2 else [1]
+        j["ps"] = ({"max_ps": 1, "ps_cpus": 2.0, "theta": [0.0, 0.01, 0.001, 0.001]} if k % 2 else None)
+    return Instance.from_dict(d)
+
+
+def test_class_model_charges_parameter_servers_their_cpus():
+    """PS jobs that fill a node: the class model with node CPUs (PS on the node) and the locality penalty
+    (PS elsewhere) bounds above the GPU-count-only class model (the old one) and below the brute-force
+    optimum, and the relaxed path's bound stays valid."""
+    tighter = 0
+    for seed in (0, 1, 2):
+        inst = _ps_beside_jobs(seed)
+        opt = brute.solve(inst).objective
+        classes = oc.class_options(inst)
+        res = offline_cpsat.class_resources(inst)
+        assert any(r[0] == "cpu" for r in res)
+        new = offline_cpsat.build_and_solve(inst, classes, res, time_limit=10, threads=1, seed=0)
+        old = offline_cpsat.build_and_solve(inst, classes, {r for r in res if r[0] != "cpu"}, time_limit=10,
+                                            threads=1, seed=0)
+        assert new["status"] == old["status"] == "OPTIMAL"
+        b_new = offline_cpsat.bound_from_units(inst, new["bound_units"], new["unit"])
+        b_old = offline_cpsat.bound_from_units(inst, old["bound_units"], old["unit"])
+        assert b_old <= b_new * (1 + 1e-9) and b_new <= opt * (1 + 1e-9)
+        tighter += b_new > b_old * (1 + 1e-6)
+        r = _solve_relaxed_path(inst)
+        check_valid(inst, r)
+        assert r.lower_bound <= opt * (1 + 1e-9) and r.lower_bound >= b_new * (1 - 1e-9)
+    assert tighter >= 2
+
+
+def test_restricted_options_place_parameter_servers_off_a_full_node(monkeypatch):
+    """An 8-GPU PS job on 8-GPU nodes (32 CPUs, the fair share of 8 GPUs) has no allocation with its PS
+    on its own node; the restricted concrete options (too many subsets to enumerate) then place the PS
+    on another node, on large clusters too, so every job keeps concrete options."""
+    d = offline_instance(gpus=24, nodes=3, jobs=4, max_size=8, elastic=0.0, ps=True, seed=3).to_dict()
+    for k, j in enumerate(d["jobs"]):
+        j["sizes"] = [8] if k % 2 else [2]      # jobs 1 and 3 have PS (the generator gives PS to odd jobs)
+    inst = Instance.from_dict(d)
+    assert all(inst.jobs[k].ps is not None for k in (1, 3))
+    for any_nodes in (8, 0):
+        monkeypatch.setattr(oc, "PS_ANY_NODES", any_nodes)
+        concrete, complete = oc._concrete_options(inst, 64)
+        assert not complete and all(concrete)
+        for j, ol in enumerate(concrete):
+            if inst.jobs[j].ps is not None and len(ol[0].alloc.gpus) == 8:
+                assert all(set(o.alloc.ps_nodes) - {g.split(":")[0] for g in o.alloc.gpus} for o in ol)
 
 
 # ----------------------------------------------------------------------------- spread supports

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from formulations import brute, static_cpsat, static_milp
-from formulations.common import (build_packing, enumerate_candidates, optimistic_duration, gpu_classes,
+from formulations.common import (build_packing, static_gpu_shortage, enumerate_candidates, optimistic_duration, gpu_classes,
                                  static_schedule)
 from formulations.heuristic import static_greedy
 from jctlab.generators import static_instance
@@ -117,6 +117,31 @@ def test_infeasible_instance() -> None:
         r = methods.solve(inst, method=m)
         assert r.status == "infeasible", m
         assert r.schedule is None
+
+
+def test_gpu_shortage_is_proven_infeasible_at_once() -> None:
+    """Ten PS jobs of at least 2 GPUs on 12 GPUs: the counting proof answers before any model is built
+    (before: every back end returned timeout_no_solution with a 4-s limit, CP-SAT needed 4.3 s to prove it)."""
+    inst = static_instance(gpus=12, nodes=6, jobs=10, sizes=(2, 4), ps=True, seed=37, variability=0.05)
+    for m in ("cpsat", "milp", "milp-cbc", "auto"):
+        r = methods.solve(inst, method=m, time_limit=4, threads=2)
+        assert r.status == "infeasible", (m, r.status)
+        assert r.schedule is None and "12" in r.params.get("reason", "12")
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), jobs=st.integers(1, 4), gpus=st.integers(3, 5))
+def test_gpu_shortage_only_for_instances_brute_force_finds_infeasible(seed: int, jobs: int, gpus: int) -> None:
+    """Law: the counting proof (Hall's condition over GPU types) never calls a feasible instance infeasible."""
+    inst = static_instance(gpus=gpus, nodes=1, jobs=jobs, sizes=((1, 2), (2,), (1, 3))[seed % 3], seed=seed,
+                           types=(("v100", "k80"), ("v100",))[seed % 2])
+    d = inst.to_dict()
+    for k, j in enumerate(d["jobs"]):          # some jobs cannot use some types
+        if k % 2 and len(j["samples_per_s"]) > 1:
+            j["samples_per_s"]["k80"] = 0.0
+    inst = Instance.from_dict(d)
+    if static_gpu_shortage(inst) is not None:
+        assert brute.solve(inst).status == "infeasible"
 
 
 def test_interference_gives_valid_bound_not_optimal_claim() -> None:

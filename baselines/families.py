@@ -41,9 +41,16 @@ def _floats(v):
 
 
 def sizes_of(inst: Instance) -> list[int]:
+    """Each job's rigid size: its largest allowed size that the cluster can hold, GPUs and CPUs (a PS
+    job's server needs CPUs beside its GPUs' fair shares)."""
+    cl = inst.cluster
+    cpus = sum(nd.cpus for nd in cl.nodes)
+    fair = max(nd.fair_cpus for nd in cl.nodes)
     out = []
     for job in inst.jobs:
-        usable = sum(1 for g in inst.cluster.gpus if job.can_use(g.type))
+        usable = sum(1 for g in cl.gpus if job.can_use(g.type))
+        if job.ps is not None and fair > 0:
+            usable = min(usable, int((cpus - job.ps.ps_cpus + 1e-9) // fair))
         out.append(rigid_size(job, usable))
     return out
 

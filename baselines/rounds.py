@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from jctlab.model import Allocation, Instance
-from jctlab.resources import node_demand
+from jctlab.resources import node_demand, ps_placement, with_cpu_room
 from jctlab.simulate import Action, Preempt, Start
 
 from .placement import Placement
@@ -78,19 +78,6 @@ class FreeView:
             free.update(items)
 
 
-def ps_nodes_for(inst: Instance, job, gpus: list[str], node_of, cpu_used) -> tuple[str, ...] | None:
-    """One parameter server for PS jobs, on the first node of the allocation with CPU room; None = no room."""
-    if job.ps is None:
-        return ()
-    for g in gpus:
-        n = node_of[g]
-        node = inst.cluster.node[n]
-        need = sum(node.fair_cpus for h in gpus if node_of[h] == n) + job.ps.ps_cpus
-        if cpu_used.get(n, 0.0) + need <= node.cpus + 1e-9:
-            return (n,)
-    return None
-
-
 class Mechanism:
     """Shared state: queue, placement, rigid sizes, the free-GPU view."""
 
@@ -121,13 +108,13 @@ class Mechanism:
     def try_place(self, j: int, free: dict[str, list[str]], cpu_used: dict[str, float]) -> Allocation | None:
         job = self.inst.jobs[j]
         n = self.sizes[j]
-        f = self.view.for_job(job, free)
+        f = with_cpu_room(self.inst.cluster, self.view.for_job(job, free), cpu_used)
         if sum(len(gl) for gl in f.values()) < n:
             return None
         gpus = self.placement.place(j, n, f)
         if gpus is None:
             return None
-        ps = ps_nodes_for(self.inst, job, gpus, self.node_of, cpu_used)
+        ps = ps_placement(job, gpus, self.inst.cluster, cpu_used)
         if ps is None:
             return None
         return Allocation(tuple(gpus), ps)

@@ -943,10 +943,19 @@ def objective_from_completions(inst: Instance, comp: Sequence[float]) -> float:
 
 
 def job_infeasible(inst: Instance, opts: list[list[Option]], complete: bool) -> int | None:
-    """Index of a job that no allocation can host (proven), else None."""
+    """Index of a job that no allocation can host (proven), else None: no size fits its usable GPUs, or
+    every size needs more CPUs or memory than the cluster has (each GPU holds at least the smallest
+    per-GPU level of its node, a PS job at least one server's CPUs), or (``complete``) no option."""
+    cl = inst.cluster
+    cpus = sum(nd.cpus for nd in cl.nodes)
+    mem = sum(nd.mem_gb for nd in cl.nodes)
     for j, job in enumerate(inst.jobs):
         hs = hostable(inst, job)
-        if not any(n <= len(hs) for n in job.sizes):
+        c_gpu = min(min(nd.fair_cpus if c is None else c for c, _ in job.level_choices) for nd in cl.nodes)
+        m_gpu = min(min(nd.fair_mem_gb if m is None else m for _, m in job.level_choices) for nd in cl.nodes)
+        ps = 0.0 if job.ps is None else job.ps.ps_cpus
+        if not any(n <= len(hs) and n * c_gpu + ps <= cpus * (1 + EPS) and n * m_gpu <= mem * (1 + EPS)
+                   for n in job.sizes):
             return j
         if complete and not opts[j]:
             return j

@@ -164,7 +164,7 @@ def cmd_simulate(a: argparse.Namespace, extra: Sequence[str]) -> int:
     opts = _parse_options(extra)
     _check_options(factory, opts, f"policy {a.policy}")
     policy = factory(inst, seed=a.seed, **opts)
-    round_s = a.round if a.round is not None else getattr(policy, "round_s", None)
+    round_s = a.round       # None: the policy's own round length, if it has one (Simulator)
     try:
         sched, rep = simulate(inst, policy, round_s=round_s, method=a.policy)
     except PolicyError as e:

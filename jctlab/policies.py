@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from .model import Allocation, Instance
+from .resources import node_demand, ps_placement, with_cpu_room
 from .simulate import Action, Simulator, Start
 
 
@@ -23,30 +24,41 @@ class FifoFirstFit:
 
     def decide(self, sim: Simulator) -> Iterable[Action]:
         eng = sim.engine
+        cl = self.inst.cluster
         free_total = eng.free_total
         actions = []
         taken: set[str] = set()
+        cpu = dict(eng.cpu_used)
         for j in list(sim.waiting):
             job = self.inst.jobs[j]
             fits = [n for n in job.sizes if n <= free_total]
             if not fits:
                 break
-            gpus = self._place(sim, job, max(fits), taken) or next(
-                (g for n in sorted(fits[:-1], reverse=True) if (g := self._place(sim, job, n, taken))), None)
-            if gpus is None:
+            alloc = None
+            for n in sorted(fits, reverse=True):      # the largest size that fits, GPUs and CPUs
+                gpus = self._place(sim, job, n, taken, cpu)
+                ps = None if gpus is None else ps_placement(job, gpus, cl, cpu)
+                if ps is not None:
+                    alloc = Allocation(tuple(gpus), ps)
+                    break
+            if alloc is None:
                 break  # strict FIFO: the head blocks the queue
-            taken.update(gpus)
-            free_total -= len(gpus)
-            actions.append(Start(j, Allocation(tuple(gpus))))
+            taken.update(alloc.gpus)
+            free_total -= len(alloc.gpus)
+            for v, c in node_demand(job, alloc, cl)[0].items():
+                cpu[v] = cpu.get(v, 0.0) + c
+            actions.append(Start(j, alloc))
         return actions
 
-    def _place(self, sim: Simulator, job, n: int, taken: set[str]) -> list[str] | None:
-        free = sim.engine.free
+    def _place(self, sim: Simulator, job, n: int, taken: set[str], cpu: dict[str, float]) -> list[str] | None:
+        free = with_cpu_room(self.inst.cluster, {name: [g for g in sorted(sim.engine.free[name], key=_gpu_index)
+                                                        if g not in taken and job.can_use(self.gpu_type[g])]
+                                                 for name in self.order}, cpu)
         spread: list[str] = []
         for name in self.order:
-            ok = [g for g in free[name] if g not in taken and job.can_use(self.gpu_type[g])]
+            ok = free.get(name, [])
             if len(ok) >= n:
-                return sorted(ok, key=_gpu_index)[:n]
+                return ok[:n]
             if len(spread) < n:
                 spread.extend(ok)
         return sorted(spread[:n], key=_gpu_index) if len(spread) >= n else None

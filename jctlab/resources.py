@@ -6,6 +6,8 @@ parameter server on the node; memory: ``mem_gb_per_gpu`` per GPU (null: mem_gb /
 
 from __future__ import annotations
 
+from typing import Mapping, Sequence
+
 from .model import Allocation, Cluster, Job
 
 
@@ -22,3 +24,33 @@ def node_demand(job: Job, alloc: Allocation, cluster: Cluster) -> tuple[dict[str
         for n in alloc.ps_nodes:
             cpu[n] = cpu.get(n, 0.0) + job.ps.ps_cpus
     return cpu, mem
+
+
+def ps_placement(job: Job, gpus: Sequence[str], cluster: Cluster, cpu_used: Mapping[str, float]) -> tuple[str, ...] | None:
+    """Where a policy at the fair share puts a PS job's one parameter server: the first node of its GPUs
+    with CPU room beside them, else the first other node with room (the job then spans nodes). ``()``
+    for a job without PS; None when no node has room now."""
+    if job.ps is None:
+        return ()
+    on = {}
+    for g in gpus:
+        n = g.split(":", 1)[0]
+        on[n] = on.get(n, 0) + 1
+    for n in list(on) + [nd.name for nd in cluster.nodes if nd.name not in on]:
+        node = cluster.node[n]
+        if cpu_used.get(n, 0.0) + on.get(n, 0) * node.fair_cpus + job.ps.ps_cpus <= node.cpus + 1e-9:
+            return (n,)
+    return None
+
+
+def with_cpu_room(cluster: Cluster, free: Mapping[str, Sequence[str]], cpu_used: Mapping[str, float]) -> dict[str, list[str]]:
+    """The free GPUs (per node, in the given order) whose fair share of CPUs is still free on their node:
+    parameter servers hold CPUs that GPUs at the fair share need."""
+    out = {}
+    for n, gl in free.items():
+        node = cluster.node[n]
+        fair = node.fair_cpus
+        k = len(gl) if fair <= 0 else int((node.cpus - cpu_used.get(n, 0.0) + 1e-9) // fair)
+        if k > 0 and gl:
+            out[n] = list(gl)[:k]
+    return out

@@ -42,7 +42,8 @@ Action = Union[Start, Preempt]
 
 @runtime_checkable
 class Policy(Protocol):
-    """An online scheduling policy. ``decide`` sees the simulator and returns actions for now."""
+    """An online scheduling policy. ``decide`` sees the simulator and returns actions for now. A
+    round-based policy also has ``round_s`` (seconds), the round length used when the caller gives none."""
 
     def decide(self, sim: "Simulator") -> Iterable[Action]: ...
 
@@ -53,6 +54,8 @@ class PolicyError(RuntimeError):
 
 class Simulator:
     def __init__(self, inst: Instance, policy: Policy, round_s: float | None = None, method: str | None = None):
+        if round_s is None:   # a round-based policy's own rounds (without them it would never be asked)
+            round_s = getattr(policy, "round_s", None)
         if round_s is not None and not round_s > 0:
             raise ValueError("round length must be > 0")
         self.inst = inst

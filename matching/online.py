@@ -10,12 +10,14 @@ method); ``samplers.online.sampling_policy`` with sampled categories.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Iterable
 
 import numpy as np
 
 from jctlab.model import Instance
+from jctlab.resources import node_demand, ps_placement, with_cpu_room
 from jctlab.simulate import Action, Start
 from jctlab.speed import base_iteration_time
 
@@ -49,7 +51,11 @@ class MatchingPolicy:
         if not waiting or sim.engine.free_total == 0:
             return []
         self.calls += 1
-        free = {n: sorted(ids) for n, ids in sim.engine.free.items()}
+        eng = sim.engine
+        # GPUs whose fair share of CPUs is free (running jobs' parameter servers hold CPUs)
+        free = with_cpu_room(self.inst.cluster, {n: sorted(ids) for n, ids in eng.free.items()}, eng.cpu_used)
+        if not free:
+            return []
         wait = self._next_free_in(sim)
         probe = build_menu(self.inst, waiting, free)
         if not np.isfinite(probe.D).any():
@@ -71,7 +77,31 @@ class MatchingPolicy:
                 choice = b
         choice = polish(menu, choice)
         allocs, _ = realize(menu, choice)
-        return [Start(j, a) for j, a in zip(waiting, allocs) if a is not None]
+        return self._within_cpus(sim, waiting, allocs)
+
+    def _within_cpus(self, sim, waiting, allocs) -> list[Action]:
+        """The starts whose CPUs fit beside the running jobs and the earlier starts; a PS job whose servers
+        do not fit gets one server where there is room (:func:`jctlab.resources.ps_placement`), else waits."""
+        cl = self.inst.cluster
+        cpu = dict(sim.engine.cpu_used)
+        out: list[Action] = []
+        for j, a in zip(waiting, allocs):
+            if a is None:
+                continue
+            job = self.inst.jobs[j]
+            need = node_demand(job, a, cl)[0]
+            if any(cpu.get(v, 0.0) + c > cl.node[v].cpus + 1e-9 for v, c in need.items()):
+                ps = ps_placement(job, a.gpus, cl, cpu) if job.ps is not None else None
+                if ps is None:
+                    continue
+                a = dataclasses.replace(a, ps_nodes=ps)
+                need = node_demand(job, a, cl)[0]
+                if any(cpu.get(v, 0.0) + c > cl.node[v].cpus + 1e-9 for v, c in need.items()):
+                    continue
+            for v, c in need.items():
+                cpu[v] = cpu.get(v, 0.0) + c
+            out.append(Start(j, a))
+        return out
 
 
 def matching_policy(inst: Instance, seed: int = 0, **opts) -> MatchingPolicy:

@@ -6,6 +6,8 @@ import itertools
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from baselines.families import resolve
 from baselines.placement import PLACEMENTS
@@ -105,3 +107,44 @@ def test_gittins_index_favours_jobs_near_a_likely_end():
     q._work = [100.0] * 8 + [10000.0] * 4    # most jobs end at 100
     assert q.index(0.0) > q.index(150.0)     # past the common size, a job is likely long
     assert q.index(10000.0) == float("inf")
+
+
+PS_POLICIES = ["fifo-firstfit", "srtf+packed-sticky", "las+random-nonsticky", "gittins+pal", "fifo+pm-first",
+               "sjf+packed-nonsticky", "optimus", "matching", "sampling"]
+
+
+@pytest.mark.parametrize("problem", ["offline", "preemptive"])
+def test_policies_run_parameter_server_jobs_within_node_cpus(problem):
+    """Nodes whose CPUs are all taken by GPUs at the fair share: a PS needs a node with CPU room (its GPUs'
+    node, else another one) and GPUs beside a PS lack CPUs. Before, every policy but Optimus stopped with a
+    PolicyError here (no PS at all, CPUs over capacity, or jobs left waiting on an idle cluster)."""
+    from jctlab import registry
+    from formulations import preemptive_bound
+
+    inst = offline_instance(gpus=8, nodes=2, jobs=10, max_size=4, elastic=0.5, ps=True, interarrival_s=300, seed=4,
+                            problem=problem)
+    assert any(j.ps is not None for j in inst.jobs)
+    lb = preemptive_bound.lower_bound(inst)
+    for name in PS_POLICIES:
+        sched, rep = simulate(inst, registry.policy_factory(name)(inst, seed=0))
+        assert rep.valid, (name, rep.error)
+        assert all(s.alloc.ps_nodes for s in sched.segments if inst.jobs[inst.index[s.job]].ps is not None), name
+        assert lb <= rep.objective * (1 + 1e-9), name
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), problem=st.sampled_from(["offline", "preemptive"]), nodes=st.integers(2, 3))
+def test_preemptive_bound_below_every_policy_with_parameter_servers(seed, problem, nodes):
+    """Law: the preemptive LP bounds every policy's replayed objective (PS jobs, CPU/memory levels). With two
+    or more 4-GPU nodes every job can run at the fair share (a PS finds room on another node), and every
+    policy runs the instance to a valid schedule."""
+    from jctlab import registry
+    from formulations import preemptive_bound
+
+    inst = offline_instance(gpus=4 * nodes, nodes=nodes, jobs=8, max_size=4, elastic=0.5, ps=True, cpu_mem=seed % 2 == 0,
+                            interarrival_s=200, seed=seed, problem=problem, restart_s=30.0)
+    lb = preemptive_bound.lower_bound(inst)
+    for name in PS_POLICIES:
+        sched, rep = simulate(inst, registry.policy_factory(name)(inst, seed=0))
+        assert rep.valid, (name, rep.error)
+        assert lb <= rep.objective * (1 + 1e-9), name

@@ -360,6 +360,34 @@ def test_kept_concrete_gpus_and_spread_jobs_around_them(seed):
     assert rep.objective >= offline_cpsat.bound_from_units(inst, sol["bound_units"], sol["unit"])
 
 
+def test_a_job_that_needs_more_cpus_than_the_cluster_is_infeasible_at_once():
+    """An 8-GPU PS job on 8 GPUs whose fair shares take every CPU: no node has room for its server, whatever
+    the placement. Too many GPU subsets to enumerate, so before CP-SAT and HiGHS searched the relaxed
+    path and returned timeout_no_solution with a bound; the CPU count proves it at once."""
+    d = offline_instance(gpus=8, nodes=2, jobs=4, max_size=4, ps=True, seed=1).to_dict()
+    d["jobs"][1]["sizes"] = [8]
+    inst = Instance.from_dict(d)
+    assert inst.jobs[1].ps is not None and not oc.concrete_options(inst)[1]
+    for f in (lambda: offline_cpsat.solve(inst, time_limit=3), lambda: offline_milp.solve(inst, time_limit=3)):
+        r = f()
+        assert r.status == "infeasible" and "j1" in r.params["reason"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), ps=st.booleans(), cpu_mem=st.booleans())
+def test_cpu_count_calls_only_infeasible_jobs_infeasible(seed, ps, cpu_mem):
+    """Law: when the CPU/GPU count says a job can never run, brute force finds no schedule either."""
+    gpus = 2 + seed % 3
+    d = offline_instance(gpus=gpus, nodes=1 + seed % 2, jobs=2, max_size=4, ps=ps, cpu_mem=cpu_mem, seed=seed,
+                         elastic=0.5).to_dict()
+    d["jobs"][1]["sizes"] = [gpus] if seed % 3 else sorted({1, gpus})     # the whole cluster (a PS job if ps)
+    inst = Instance.from_dict(d)
+    if oc.job_infeasible(inst, [], False) is not None:
+        assert brute.solve(inst).status == "infeasible"
+    elif not cpu_mem:
+        assert brute.solve(inst).status != "infeasible"     # and the converse, at the fair share
+
+
 def _infeasible() -> Instance:
     d = tiny(0).to_dict()
     d["jobs"][1]["samples_per_s"] = {"tpu": 10.0}  # no GPU of the cluster can host it

@@ -81,3 +81,30 @@ def test_fifo_firstfit_is_deterministic_and_valid():
     # strict FIFO: start order follows arrival order
     starts = sorted(s1.segments, key=lambda x: (x.start, inst.index[x.job]))
     assert [inst.index[x.job] for x in starts] == sorted(inst.index[x.job] for x in starts)
+
+
+class EveryRound:
+    """A round-based policy: starts the waiting jobs (one GPU each, first free) at round boundaries only."""
+
+    round_s = 10.0
+
+    def __init__(self):
+        self.rounds = []
+
+    def decide(self, sim):
+        if "round" not in sim.reasons:
+            return []
+        self.rounds.append(sim.now)
+        free = sorted(g for s in sim.engine.free.values() for g in s)
+        return [Start(j, Allocation((g,))) for j, g in zip(sorted(sim.waiting), free)]
+
+
+def test_a_policys_own_round_length_is_used_when_none_is_given(tiny):
+    """Library callers of ``simulate(inst, policy)`` get the policy's rounds (the command line always did);
+    before, a round-based policy was never asked and the run failed with "jobs waiting on an idle cluster"."""
+    pol = EveryRound()
+    s, r = simulate(tiny, pol)
+    assert r.valid and pol.rounds and all(t % 10.0 == 0 for t in pol.rounds)
+    pol2 = EveryRound()
+    s2, r2 = simulate(tiny, pol2, round_s=5.0)
+    assert r2.valid and any(t % 10.0 for t in pol2.rounds)

@@ -40,7 +40,7 @@ from jctlab.result import Result
 
 from . import offline_candidates as oc
 from .common import cbc_log_bound
-from .offline_cpsat import (QUEUE, better, check_offline, class_resources, finish, gap_open, improve,
+from .offline_cpsat import (QUEUE, better, check_offline, class_resources, finish, gap_open, improve, last_model_time,
                             objective_of, preemptive_lb, queued, time_indexed_lb)
 from .time_indexed_bound import latest_starts
 
@@ -292,7 +292,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     # handing the model to the solver (highspy calls, or an MPS file for CBC) costs about as much as
     # building it, before the solver's own clock starts: keep that time out of the solver's limit
     now = time.perf_counter()
-    left = None if time_limit is None else max(0.05, time_limit - (now - t0) - (now - tb))
+    left = last_model_time(time_limit, None if time_limit is None else time_limit - (now - t0) - (now - tb))
     if left is not None and ls_opts is not None:
         left *= QUEUE_MILP_SHARE      # on a queue the local search keeps the rest (its schedules beat the MILP's)
     has, opt, bound, infeasible = run_solver(prob, backend, left, threads, seed)

@@ -91,17 +91,29 @@ class MatchingPolicy:
             job = self.inst.jobs[j]
             need = node_demand(job, a, cl)[0]
             if any(cpu.get(v, 0.0) + c > cl.node[v].cpus + 1e-9 for v, c in need.items()):
-                ps = ps_placement(job, a.gpus, cl, cpu) if job.ps is not None else None
-                if ps is None:
+                a = self._fit_ps(job, a, cpu) if job.ps is not None else None
+                if a is None:
                     continue
-                a = dataclasses.replace(a, ps_nodes=ps)
                 need = node_demand(job, a, cl)[0]
-                if any(cpu.get(v, 0.0) + c > cl.node[v].cpus + 1e-9 for v, c in need.items()):
-                    continue
             for v, c in need.items():
                 cpu[v] = cpu.get(v, 0.0) + c
             out.append(Start(j, a))
         return out
+
+
+    def _fit_ps(self, job, a, cpu):
+        """A PS job's allocation that fits the CPUs: one server where there is room, on the chosen GPUs or
+        on fewer of them (a smaller allowed size, the menu does not see CPUs); None when none fits."""
+        cl = self.inst.cluster
+        for n in sorted((n for n in job.sizes if n <= len(a.gpus)), reverse=True):
+            gpus = a.gpus[:n]
+            ps = ps_placement(job, gpus, cl, cpu)
+            if ps is None:
+                continue
+            b = dataclasses.replace(a, gpus=gpus, ps_nodes=ps)
+            if all(cpu.get(v, 0.0) + c <= cl.node[v].cpus + 1e-9 for v, c in node_demand(job, b, cl)[0].items()):
+                return b
+        return None
 
 
 def matching_policy(inst: Instance, seed: int = 0, **opts) -> MatchingPolicy:

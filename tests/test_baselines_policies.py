@@ -148,3 +148,18 @@ def test_preemptive_bound_below_every_policy_with_parameter_servers(seed, proble
         sched, rep = simulate(inst, registry.policy_factory(name)(inst, seed=0))
         assert rep.valid, (name, rep.error)
         assert lb <= rep.objective * (1 + 1e-9), name
+
+
+@pytest.mark.parametrize("name", ["matching", "sampling"])
+def test_matching_shrinks_a_ps_job_whose_server_finds_no_cpus(name):
+    """One node of 2 GPUs and 8 CPUs: a PS job on both GPUs leaves no CPUs for its server, on one GPU it
+    fits. The matching menu does not see CPUs; the policy then takes a smaller allowed size (before, the
+    job was left waiting on an idle cluster)."""
+    from jctlab import registry
+
+    inst = offline_instance(gpus=2, nodes=1, jobs=4, max_size=2, elastic=1.0, ps=True, seed=0, problem="preemptive")
+    assert any(j.ps is not None and j.sizes == (1, 2) for j in inst.jobs)
+    sched, rep = simulate(inst, registry.policy_factory(name)(inst, seed=0))
+    assert rep.valid
+    ps_jobs = {j.name for j in inst.jobs if j.ps is not None}
+    assert all(len(s.alloc.gpus) == 1 and s.alloc.ps_nodes for s in sched.segments if s.job in ps_jobs)

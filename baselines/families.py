@@ -45,7 +45,7 @@ def sizes_of(inst: Instance) -> list[int]:
     job's server needs CPUs beside its GPUs' fair shares)."""
     cl = inst.cluster
     cpus = sum(nd.cpus for nd in cl.nodes)
-    fair = max(nd.fair_cpus for nd in cl.nodes)
+    fair = min(nd.fair_cpus for nd in cl.nodes)      # the counting rule of the oracles' job_infeasible
     out = []
     for job in inst.jobs:
         usable = sum(1 for g in cl.gpus if job.can_use(g.type))

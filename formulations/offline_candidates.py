@@ -951,8 +951,9 @@ def job_infeasible(inst: Instance, opts: list[list[Option]], complete: bool) -> 
     mem = sum(nd.mem_gb for nd in cl.nodes)
     for j, job in enumerate(inst.jobs):
         hs = hostable(inst, job)
-        c_gpu = min(min(nd.fair_cpus if c is None else c for c, _ in job.level_choices) for nd in cl.nodes)
-        m_gpu = min(min(nd.fair_mem_gb if m is None else m for _, m in job.level_choices) for nd in cl.nodes)
+        least = [node_class_demand(job, nd, 1) for nd in cl.nodes]      # one GPU on each node
+        c_gpu = min(d[("cpu", nd.name)] for d, nd in zip(least, cl.nodes))
+        m_gpu = min(d[("mem", nd.name)] for d, nd in zip(least, cl.nodes))
         ps = 0.0 if job.ps is None else job.ps.ps_cpus
         if not any(n <= len(hs) and n * c_gpu + ps <= cpus * (1 + EPS) and n * m_gpu <= mem * (1 + EPS)
                    for n in job.sizes):

@@ -91,6 +91,8 @@ class Mechanism:
         self.node_of = {g.id: g.node for g in inst.cluster.gpus}
         self.view = FreeView(inst, placement.gidx)
         self.total_gpus = len(inst.cluster.gpus)
+        # every job runs at the fair share: only parameter servers can leave a free GPU without its CPUs
+        self.cpu_binds = any(j.ps is not None for j in inst.jobs)
 
     def class_sorted(self, order: list[int], capacity: int) -> list[int]:
         """PAL/PM-First: the prefix of ``order`` whose demand fits ``capacity``, stable-sorted by class."""
@@ -108,7 +110,9 @@ class Mechanism:
     def try_place(self, j: int, free: dict[str, list[str]], cpu_used: dict[str, float]) -> Allocation | None:
         job = self.inst.jobs[j]
         n = self.sizes[j]
-        f = with_cpu_room(self.inst.cluster, self.view.for_job(job, free), cpu_used)
+        f = self.view.for_job(job, free)
+        if self.cpu_binds:
+            f = with_cpu_room(self.inst.cluster, f, cpu_used)
         if sum(len(gl) for gl in f.values()) < n:
             return None
         gpus = self.placement.place(j, n, f)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from .model import Allocation, Instance
-from .resources import node_demand, ps_placement, with_cpu_room
+from .resources import gpu_room, node_demand, ps_placement
 from .simulate import Action, Simulator, Start
 
 
@@ -21,6 +21,8 @@ class FifoFirstFit:
         self.inst = inst
         self.order = [n.name for n in inst.cluster.nodes]
         self.gpu_type = {g.id: g.type for g in inst.cluster.gpus}
+        # every job runs at the fair share: only parameter servers can leave a free GPU without its CPUs
+        self.cpu_binds = any(j.ps is not None for j in inst.jobs)
 
     def decide(self, sim: Simulator) -> Iterable[Action]:
         eng = sim.engine
@@ -28,7 +30,7 @@ class FifoFirstFit:
         free_total = eng.free_total
         actions = []
         taken: set[str] = set()
-        cpu = dict(eng.cpu_used)
+        cpu = dict(eng.cpu_used) if self.cpu_binds else {}
         for j in list(sim.waiting):
             job = self.inst.jobs[j]
             fits = [n for n in job.sizes if n <= free_total]
@@ -37,7 +39,7 @@ class FifoFirstFit:
             alloc = None
             for n in sorted(fits, reverse=True):      # the largest size that fits, GPUs and CPUs
                 gpus = self._place(sim, job, n, taken, cpu)
-                ps = None if gpus is None else ps_placement(job, gpus, cl, cpu)
+                ps = None if gpus is None else ps_placement(job, gpus, cl, cpu)   # () without PS
                 if ps is not None:
                     alloc = Allocation(tuple(gpus), ps)
                     break
@@ -45,20 +47,23 @@ class FifoFirstFit:
                 break  # strict FIFO: the head blocks the queue
             taken.update(alloc.gpus)
             free_total -= len(alloc.gpus)
-            for v, c in node_demand(job, alloc, cl)[0].items():
-                cpu[v] = cpu.get(v, 0.0) + c
+            if self.cpu_binds:
+                for v, c in node_demand(job, alloc, cl)[0].items():
+                    cpu[v] = cpu.get(v, 0.0) + c
             actions.append(Start(j, alloc))
         return actions
 
     def _place(self, sim: Simulator, job, n: int, taken: set[str], cpu: dict[str, float]) -> list[str] | None:
-        free = with_cpu_room(self.inst.cluster, {name: [g for g in sorted(sim.engine.free[name], key=_gpu_index)
-                                                        if g not in taken and job.can_use(self.gpu_type[g])]
-                                                 for name in self.order}, cpu)
+        free = sim.engine.free
         spread: list[str] = []
         for name in self.order:
-            ok = free.get(name, [])
+            ok = [g for g in free[name] if g not in taken and job.can_use(self.gpu_type[g])]
+            if self.cpu_binds:
+                room = gpu_room(self.inst.cluster, name, cpu)    # GPUs whose fair share of CPUs is free
+                if room < len(ok):
+                    ok = sorted(ok, key=_gpu_index)[:int(room)]
             if len(ok) >= n:
-                return ok[:n]
+                return sorted(ok, key=_gpu_index)[:n]
             if len(spread) < n:
                 spread.extend(ok)
         return sorted(spread[:n], key=_gpu_index) if len(spread) >= n else None

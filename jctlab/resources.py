@@ -26,6 +26,12 @@ def node_demand(job: Job, alloc: Allocation, cluster: Cluster) -> tuple[dict[str
     return cpu, mem
 
 
+def cpus_fit(cluster: Cluster, cpu_used: Mapping[str, float], need: Mapping[str, float]) -> bool:
+    """Whether ``need`` (CPUs per node) fits beside ``cpu_used``, at the engine's tolerance."""
+    return all(cpu_used.get(n, 0.0) + c <= cluster.node[n].cpus + 1e-9 * max(1.0, cluster.node[n].cpus)
+               for n, c in need.items())
+
+
 def ps_placement(job: Job, gpus: Sequence[str], cluster: Cluster, cpu_used: Mapping[str, float]) -> tuple[str, ...] | None:
     """Where a policy at the fair share puts a PS job's one parameter server: the first node of its GPUs
     with CPU room beside them, else the first other node with room (the job then spans nodes). ``()``
@@ -37,8 +43,7 @@ def ps_placement(job: Job, gpus: Sequence[str], cluster: Cluster, cpu_used: Mapp
         n = g.split(":", 1)[0]
         on[n] = on.get(n, 0) + 1
     for n in list(on) + [nd.name for nd in cluster.nodes if nd.name not in on]:
-        node = cluster.node[n]
-        if cpu_used.get(n, 0.0) + on.get(n, 0) * node.fair_cpus + job.ps.ps_cpus <= node.cpus + 1e-9:
+        if cpus_fit(cluster, cpu_used, {n: on.get(n, 0) * cluster.node[n].fair_cpus + job.ps.ps_cpus}):
             return (n,)
     return None
 
@@ -48,9 +53,14 @@ def with_cpu_room(cluster: Cluster, free: Mapping[str, Sequence[str]], cpu_used:
     parameter servers hold CPUs that GPUs at the fair share need."""
     out = {}
     for n, gl in free.items():
-        node = cluster.node[n]
-        fair = node.fair_cpus
-        k = len(gl) if fair <= 0 else int((node.cpus - cpu_used.get(n, 0.0) + 1e-9) // fair)
-        if k > 0 and gl:
+        k = int(min(len(gl), gpu_room(cluster, n, cpu_used)))
+        if k > 0:
             out[n] = list(gl)[:k]
     return out
+
+
+def gpu_room(cluster: Cluster, n: str, cpu_used: Mapping[str, float]) -> float:
+    """How many more GPUs of node ``n`` the free CPUs there hold at the fair share (inf without CPUs per GPU)."""
+    node = cluster.node[n]
+    fair = node.fair_cpus
+    return float("inf") if fair <= 0 else (node.cpus - cpu_used.get(n, 0.0) + 1e-9) // fair

@@ -17,7 +17,7 @@ from typing import Iterable
 import numpy as np
 
 from jctlab.model import Instance
-from jctlab.resources import node_demand, ps_placement, with_cpu_room
+from jctlab.resources import cpus_fit, node_demand, ps_placement, with_cpu_room
 from jctlab.simulate import Action, Start
 from jctlab.speed import base_iteration_time
 
@@ -89,17 +89,14 @@ class MatchingPolicy:
             if a is None:
                 continue
             job = self.inst.jobs[j]
-            need = node_demand(job, a, cl)[0]
-            if any(cpu.get(v, 0.0) + c > cl.node[v].cpus + 1e-9 for v, c in need.items()):
+            if not cpus_fit(cl, cpu, node_demand(job, a, cl)[0]):
                 a = self._fit_ps(job, a, cpu) if job.ps is not None else None
                 if a is None:
                     continue
-                need = node_demand(job, a, cl)[0]
-            for v, c in need.items():
+            for v, c in node_demand(job, a, cl)[0].items():
                 cpu[v] = cpu.get(v, 0.0) + c
             out.append(Start(j, a))
         return out
-
 
     def _fit_ps(self, job, a, cpu):
         """A PS job's allocation that fits the CPUs: one server where there is room, on the chosen GPUs or
@@ -111,7 +108,7 @@ class MatchingPolicy:
             if ps is None:
                 continue
             b = dataclasses.replace(a, gpus=gpus, ps_nodes=ps)
-            if all(cpu.get(v, 0.0) + c <= cl.node[v].cpus + 1e-9 for v, c in node_demand(job, b, cl)[0].items()):
+            if cpus_fit(cl, cpu, node_demand(job, b, cl)[0]):
                 return b
         return None
 

@@ -45,6 +45,7 @@ class Option:
     alloc: Allocation | None = None      # concrete option
     cls: tuple | None = None             # relaxed class: ("node", name, n) | ("spread", n)
     ps_local: bool | None = None         # a PS job's node class: its PS on that node (True) or not (False)
+    ps_count: int | None = None          # ... with ps_local True: that many servers, all on the node
 
 
 # ----------------------------------------------------------------------------- basic helpers
@@ -482,12 +483,14 @@ def mixed_chooser(chosen: dict[int, Option], patterns: dict[int, dict[str, int]]
 
     ``patterns`` (job → {node: GPU count}) makes a spread job take exactly that many GPUs per node
     (its fastest free ones there), as the model with per-node spread counts decided. ``ps_side``: a
-    PS job's node class keeps its parameter servers on the class's node or off it, as the model chose.
+    PS job's node class keeps its parameter servers on the class's node (and their count) or off it, as the
+    model chose.
     ``ps_free``: concrete jobs whose PS placement is free (:func:`fixed_chooser`).
     """
     fixed = fixed_chooser({j: o.alloc for j, o in chosen.items() if o.alloc is not None}, ps_free)
     rel = class_chooser({j: o.cls for j, o in chosen.items() if o.alloc is None},
-                        {j: o.ps_local for j, o in chosen.items() if o.ps_local is not None} if ps_side else None)
+                        {j: (o.ps_local, o.ps_count) for j, o in chosen.items() if o.ps_local is not None}
+                        if ps_side else None)
     pat = pattern_chooser(patterns or {}, rel)
 
     def choose(inst, j, free, cpu, mem):
@@ -587,15 +590,16 @@ def _compute_lb(job: Job, rhos: list[float], split: str) -> float:
     return job.batch / (len(rhos) * min(rhos))
 
 
-def _comm_lb(job: Job, n: int, gbps: float) -> float:
+def _comm_lb(job: Job, n: int, gbps: float, ps: int | None = None) -> float:
     if job.ps is not None:
-        return min(ps_overhead_s(job.ps.theta, n, p) for p in range(1, job.ps.max_ps + 1))
+        return min(ps_overhead_s(job.ps.theta, n, p) for p in ([ps] if ps else range(1, job.ps.max_ps + 1)))
     return allreduce_s(job.comm_mb, n, gbps)
 
 
-def single_node_lb(inst: Instance, job: Job, node: str, n: int) -> float | None:
+def single_node_lb(inst: Instance, job: Job, node: str, n: int, ps: int | None = None) -> float | None:
     """Lower bound on the duration of every allocation of ``n`` GPUs all on ``node`` (any PS
-    placement and cpu_mem level); None when the node has fewer than n GPUs that can host the job.
+    placement and cpu_mem level; ``ps``: with exactly that many parameter servers); None when the node
+    has fewer than n GPUs that can host the job.
 
     Formula part: the n fastest GPUs of the node maximise Σρ (proportional) and n·min ρ (equal);
     comm is the intra-node all-reduce (k = 1 without PS) or the smallest PS overhead over p; the
@@ -609,7 +613,7 @@ def single_node_lb(inst: Instance, job: Job, node: str, n: int) -> float | None:
     if len(gl) < n:
         return None
     rh = sorted((rho(job, g) for g in gl), reverse=True)[:n]
-    cand = [_compute_lb(job, rh, cl.split) + _comm_lb(job, n, cl.intra_node_gbps)]
+    cand = [_compute_lb(job, rh, cl.split) + _comm_lb(job, n, cl.intra_node_gbps, ps)]
     if job.ps is None:
         for t, tab in job.measured.items():
             if "/" in t or n not in tab:
@@ -673,11 +677,17 @@ def _class_options(inst: Instance) -> list[list[Option]]:
                     opts.append(Option(j, d, dem, cls=("node", nd.name, n)))
                     continue
                 # a parameter server on another node makes the job span nodes: the locality penalty
-                # applies; keeping them all on this node costs at least one PS's CPUs there
-                local = {**dem, ("cpu", nd.name): dem[("cpu", nd.name)] + job.ps.ps_cpus}
-                if fits_alone(local, cap):
-                    opts.append(Option(j, d, local, cls=("node", nd.name, n), ps_local=True))
-                opts.append(Option(j, d * pen, dem, cls=("node", nd.name, n), ps_local=False))
+                # applies; keeping all p of them on this node costs p servers' CPUs there, and p sets
+                # the PS overhead (p + 1 servers that are no faster than p are dropped: dominated)
+                d_prev = math.inf
+                for p in range(1, job.ps.max_ps + 1):
+                    d_p = single_node_lb(inst, job, nd.name, n, p)
+                    local = {**dem, ("cpu", nd.name): dem[("cpu", nd.name)] + p * job.ps.ps_cpus}
+                    if d_p < d_prev and fits_alone(local, cap):
+                        opts.append(Option(j, d_p, local, cls=("node", nd.name, n), ps_local=True, ps_count=p))
+                        d_prev = d_p
+                if len(inst.cluster.nodes) > 1:
+                    opts.append(Option(j, d * pen, dem, cls=("node", nd.name, n), ps_local=False))
             opts += spread_options(inst, j, n)
         out.append(opts)
     return out
@@ -802,7 +812,7 @@ def fixed_chooser(allocs: dict[int, Allocation], ps_free: set[int] | frozenset =
                 cache[j] = [b for b, d in opts if (b.cpus_per_gpu, b.mem_gb_per_gpu) == (a.cpus_per_gpu, a.mem_gb_per_gpu)
                             and (d0 is None or d <= d0 * (1 + 1e-9))] or [a]
             fits = [b for b in cache[j] if _fits_now(inst, demand_of(inst, job, b), free, cpu, mem)]
-            return min(fits, key=lambda b: _ps_spot(b, free)) if fits else None
+            return min(fits, key=lambda b: (_ps_spot(b, free), b != a)) if fits else None
         return a if _fits_now(inst, demand_of(inst, job, a), free, cpu, mem) else None
 
     return choose
@@ -824,19 +834,22 @@ def _before(key: tuple, other: tuple) -> bool:
     return d <= d2 * (1 + 1e-9) and t < t2
 
 
-def class_chooser(classes: dict[int, tuple | None], ps_local: dict[int, bool] | None = None) -> Callable:
+def class_chooser(classes: dict[int, tuple | None], ps_local: dict[int, tuple] | None = None) -> Callable:
     """Chooser for relaxed decisions: the fastest concrete allocation of the job's class among the
     free GPUs now (any class when the class is None or has nothing that fits an idle cluster).
-    ``ps_local`` (job → bool): a node class's parameter servers all on its node, or not all there."""
+    ``ps_local`` (job → (bool, count or None)): a node class's parameter servers all on its node (that
+    many), or not all there."""
     cache: dict = {}
 
     def choose(inst, j, free, cpu, mem):
         job = inst.jobs[j]
         cls = classes.get(j)
-        side = None if ps_local is None or cls is None or cls[0] != "node" else ps_local.get(j)
+        side, count = (None, None) if ps_local is None or cls is None or cls[0] != "node" else ps_local.get(j, (None, None))
         best = None
         for alloc, d in _free_allocs(inst, job, cls, free, cache):
             if side is not None and side != all(v == cls[1] for v in alloc.ps_nodes):
+                continue
+            if count is not None and count != len(alloc.ps_nodes):
                 continue
             dem = demand_of(inst, job, alloc)
             key = (d, _ps_spot(alloc, free))
@@ -860,14 +873,15 @@ def class_chooser(classes: dict[int, tuple | None], ps_local: dict[int, bool] | 
 
 
 def _free_allocs(inst: Instance, job: Job, cls, free, cache):
-    """Candidate allocations among free GPUs: per node the fastest free n, or a greedy spread."""
+    """Candidate allocations among free GPUs: per node the fastest free n, or a greedy spread. ``cls``:
+    ``("node", v, n)``, ``("nodes", (v, ...), n)`` (n GPUs on one of those nodes), a spread class, or None."""
     cl = inst.cluster
     gsets = []
     for n in job.sizes:
-        if cls is not None and (cls[2] if cls[0] == "node" else cls[1]) != n:
+        if cls is not None and (cls[2] if cls[0] in ("node", "nodes") else cls[1]) != n:
             continue
         for nd in cl.nodes:
-            if cls is not None and (cls[0] != "node" or cls[1] != nd.name):
+            if cls is not None and not (cls[0] == "node" and cls[1] == nd.name or cls[0] == "nodes" and nd.name in cls[1]):
                 continue
             gl = [cl.gpu[g] for g in free[nd.name] if job.can_use(cl.gpu[g].type)]
             if len(gl) >= n:

@@ -47,6 +47,7 @@ from jctlab.result import Result
 from jctlab.speed import duration
 
 from . import offline_candidates as oc
+from . import offline_symmetry
 from . import time_indexed_bound
 
 OPT_RTOL = 1e-6
@@ -61,6 +62,7 @@ COARSER = 3         # bounds get the rest
 QUEUE = 1.05        # preemptive LP / Σ(a_j + p_j) above this: a queue (jobs must wait), see after_exact
 PIN_WALL_S = 1.0    # s: most wall time of one GPU pinning (pin_gpus)
 DECODE_SHARE = 0.02  # of the limit (at most PIN_WALL_S) kept after the last model for its decode's pinning
+TWINS = True       # order identical nodes by their first job in every option model (build_and_solve)
 CORE_SHARE = 0.6   # of the class model's time: core-based workers when the default ones have not proven it
 
 
@@ -92,8 +94,13 @@ def _int_weights(inst: Instance) -> tuple[list[int], int]:
 def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set, *, time_limit, threads, seed,
                     hint: dict | None = None, unit: float | None = None, spread_counts: bool = False,
                     set_cumulatives: bool = True, hint_patterns: dict | None = None,
-                    sat_params: dict | None = None, aggregate: bool = True, semi_active: bool = True):
-    """Solve the option model. Returns dict(status, bound (objective units), choice, start, patterns).
+                    sat_params: dict | None = None, aggregate: bool = True, semi_active: bool = True,
+                    twins: bool | None = None):
+    """Solve the option model. Returns dict(status, bound (objective units), choice, start, patterns, twins).
+
+    ``twins`` (default ``TWINS``): identical nodes that the model cannot tell apart are ordered by their
+    first job (:mod:`formulations.offline_symmetry`; the optimum and the bound are unchanged), and the
+    hint is mirrored to match.
 
     ``aggregate``: the single-node GPU sets of a job (without binding CPU/memory) share one optional
     interval per GPU (present iff the chosen set holds that GPU) and one per (node, size) for the
@@ -199,6 +206,13 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
             scale = 1 if all(float(v).is_integer() for _, v, _ in items) and float(c).is_integer() else 1000
             m.AddCumulative([iv for iv, _, _ in items], [math.floor(v * scale + 1e-9) for _, v, _ in items],
                             math.ceil(c * scale - 1e-9))
+    groups = []
+    if (TWINS if twins is None else twins) and len(inst.cluster.nodes) > 1:
+        durs = [[math.floor(o.dur / u) for o in ol] for ol in opts]
+        groups = offline_symmetry.twin_groups(inst, opts, durs, resources)
+        if groups:
+            offline_symmetry.add_twin_breaking(m, opts, xs, groups)
+            hint = offline_symmetry.canonical_hint(opts, durs, resources, hint, groups)
     wi, _ = _int_weights(inst)
     semi: dict = {}   # j → [at its release, at the end of job i ≠ j ...]
     if semi_active:   # a start is a release or another job's end (see the docstring)
@@ -251,7 +265,7 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
     st = solver.Solve(m)
     if st == cp_model.MODEL_INVALID:   # never take a bound from an invalid model
         raise RuntimeError(f"offline CP-SAT model invalid: {m.Validate()[:300]}")
-    out = {"status": solver.StatusName(st), "unit": u, "choice": None, "start": None}
+    out = {"status": solver.StatusName(st), "unit": u, "choice": None, "start": None, "twins": groups}
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         out["choice"] = [next(k for k, xk in enumerate(x) if solver.Value(xk)) for x in xs]
         out["start"] = [solver.Value(s) for s in starts]
@@ -399,7 +413,7 @@ def hint_assignment(inst: Instance, opts, sched: Schedule | None) -> dict | None
         if j is None:
             continue
         k = None
-        held = None
+        held = most = None
         for kk, o in enumerate(opts[j]):
             if o.alloc is not None and o.alloc == seg.alloc:
                 k = kk
@@ -410,11 +424,15 @@ def hint_assignment(inst: Instance, opts, sched: Schedule | None) -> dict | None
                     break
                 continue
             if o.cls is not None and _same_class(o.cls, class_of(seg.alloc)):
-                # a class may have variants (parameter servers on the node or not): the one the allocation holds
+                # a class may have variants (parameter servers on the node or not, how many): the one the
+                # allocation holds, the most CPUs/memory of those (the servers it has)
                 held = held or oc.demand_of(inst, inst.jobs[j], seg.alloc)
-                k = kk
+                need = sum(v for r, v in o.demand.items() if r[0] in ("cpu", "mem"))
                 if all(v <= held.get(r, 0) + 1e-9 for r, v in o.demand.items() if r[0] in ("cpu", "mem")):
-                    break
+                    if most is None or need > most:
+                        k, most = kk, need
+                elif most is None:
+                    k = kk
         out[j] = (k, seg.start)
     return out
 
@@ -480,6 +498,13 @@ def decode(inst: Instance, opts, sol, method: str, deadline: float | None = None
             # pinned sets carry the fastest PS placement, chosen without the CPUs: placed when they start
             best = better(best, oc.best_retime(inst, order, lambda: oc.mixed_chooser(chosen_p, ps_free=set(pinned)),
                                                method))
+    groups = {v: g for g in oc.node_groups(inst) if len(g) > 1 for v in g}
+    if any(o.cls is not None and o.cls[0] == "node" and o.cls[1] in groups for o in chosen.values()):
+        # variant: a node class may run on any node with the same GPU types (a group pattern's count on a
+        # group of several nodes is not tied to one of them, so the model's node may not have its GPUs)
+        moved = {j: dataclasses.replace(o, cls=("nodes", groups[o.cls[1]], o.cls[2]))
+                 if o.cls is not None and o.cls[0] == "node" and o.cls[1] in groups else o for j, o in chosen.items()}
+        best = better(best, oc.best_retime(inst, order, lambda: oc.mixed_chooser(moved), method))
     if any(o.ps_local is not None for o in chosen.values()):
         # variant: PS jobs keep their parameter servers on or off their node, as the model chose
         best = better(best, oc.best_retime(inst, order, lambda: oc.mixed_chooser(chosen, ps_side=True), method))
@@ -570,9 +595,13 @@ def pin_gpus(inst: Instance, opts, sol, time_limit: float = 2.0,   # determinist
         gids = tuple(sorted(g.id for g in cl.gpus if (j, g.id) in b and solver.Value(b[j, g.id])))
         if o.alloc is not None and set(gids) == set(o.alloc.gpus):
             continue
-        alloc = oc.allocations_on(inst, inst.jobs[j], gids)
+        alloc = [a for a, _ in oc.allocations_on(inst, inst.jobs[j], gids)]
+        if o.ps_local and o.cls is not None and o.cls[0] == "node":
+            # the model's servers: all on the node, that many (the fastest placement may take CPUs it gave others)
+            alloc = [a for a in alloc if set(a.ps_nodes) == {o.cls[1]} and len(a.ps_nodes) == (o.ps_count or
+                                                                                                 len(a.ps_nodes))] or alloc
         if alloc:
-            out[j] = dataclasses.replace(o, alloc=alloc[0][0], cls=None)
+            out[j] = dataclasses.replace(o, alloc=alloc[0], cls=None)
     return out
 
 

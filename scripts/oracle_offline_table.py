@@ -6,6 +6,8 @@ A size ``GxJ`` is G GPUs (G/4 nodes, at least 1) and J jobs of
 ``jctlab.generators.offline_instance(interarrival_s=900, duration_h=(0.1, 2), max_size=min(8, G),
 variability=0.05, locality_penalty=1.2)``. Certified gap = (objective − lower bound) / lower bound.
 ``--interarrival 300`` makes queues (jobs wait for GPUs): the loaded rows of docs/oracle-offline.md.
+``--variability 0`` makes identical nodes (same GPU types, no per-GPU variability), ``--ps`` gives odd
+jobs parameter servers.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--methods", default="cpsat,highs,cbc")
     ap.add_argument("--interarrival", type=float, default=900.0, help="mean seconds between arrivals")
+    ap.add_argument("--variability", type=float, default=0.05, help="per-GPU variability (0: identical GPUs)")
+    ap.add_argument("--ps", action="store_true", help="odd jobs use parameter servers")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -45,7 +49,8 @@ def main(argv=None) -> int:
         g, j = (int(x) for x in size.lower().split("x"))
         insts = [offline_instance(gpus=g, nodes=max(1, g // 4) if g >= 8 else max(1, g // 2), jobs=j,
                                   interarrival_s=a.interarrival, duration_h=(0.1, 2), max_size=min(8, g),
-                                  variability=0.05, locality_penalty=1.2, seed=s) for s in range(a.seeds)]
+                                  variability=a.variability, locality_penalty=1.2, ps=a.ps, seed=s)
+                 for s in range(a.seeds)]
         for m in a.methods.split(","):
             opt, gaps, times = 0, [], []
             for inst in insts:

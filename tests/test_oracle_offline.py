@@ -6,6 +6,8 @@ below the optimum; every schedule must replay valid with its claimed objective.
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 import random
 import time
@@ -591,6 +593,57 @@ def test_class_model_charges_parameter_servers_their_cpus():
     assert tighter >= 2
 
 
+def _two_servers_beside_jobs(seed: int) -> Instance:
+    """One 4-GPU node of 16 CPUs: a 2-GPU PS job (8 CPUs at the fair share) runs beside a 1-GPU job (4)
+    with one server of 3 CPUs, not with two; two servers halve its PS overhead."""
+    inst = tiny(seed, gpus=4, nodes=1, jobs=3, max_size=2, elastic=0.0, variability=0.05, locality_penalty=1.5,
+                cpu_mem=False, ps=True, interarrival_s=60)
+    d = inst.to_dict()
+    for k, j in enumerate(d["jobs"]):
+        j["sizes"] = [1] if k else [2]
+        j["ps"] = None if k else {"max_ps": 2, "ps_cpus": 3.0, "theta": [0.0, 0.05, 0.001, 0.001]}
+    return Instance.from_dict(d)
+
+
+def test_class_model_prices_each_parameter_server_count():
+    """A PS job's node class has one option per server count kept on the node (its overhead, its CPUs):
+    the class bound is above the model that gave the fastest count the CPUs of one server (the old one) and
+    below the brute-force optimum; options follow the count."""
+    tighter = 0
+    for seed in (0, 1, 2):
+        inst = _two_servers_beside_jobs(seed)
+        classes = oc.class_options(inst)
+        for j, job in enumerate(inst.jobs):
+            if job.ps is None:
+                continue
+            local = sorted((o for o in classes[j] if o.cls == ("node", "n0", 2) and o.ps_local), key=lambda o: o.ps_count)
+            assert [o.ps_count for o in local] == [1, 2]
+            assert local[1].dur < local[0].dur
+            assert local[1].demand[("cpu", "n0")] == local[0].demand[("cpu", "n0")] + 3.0
+        merged = []
+        for ol in classes:
+            out = [o for o in ol if not o.ps_local]
+            by: dict = {}
+            for o in ol:
+                if o.ps_local:
+                    by.setdefault(o.cls, []).append(o)
+            for c, os_ in by.items():
+                fast = min(os_, key=lambda o: o.dur)
+                cheap = min(os_, key=lambda o: o.demand[("cpu", c[1])])
+                out.append(dataclasses.replace(fast, demand=cheap.demand, ps_count=None))
+            merged.append(out)
+        res = offline_cpsat.class_resources(inst)
+        new = offline_cpsat.build_and_solve(inst, classes, res, time_limit=10, threads=1, seed=0)
+        old = offline_cpsat.build_and_solve(inst, merged, res, time_limit=10, threads=1, seed=0)
+        assert new["status"] == old["status"] == "OPTIMAL"
+        b_new = offline_cpsat.bound_from_units(inst, new["bound_units"], new["unit"])
+        b_old = offline_cpsat.bound_from_units(inst, old["bound_units"], old["unit"])
+        opt = brute.solve(inst).objective
+        assert b_old <= b_new * (1 + 1e-9) and b_new <= opt * (1 + 1e-9)
+        tighter += b_new > b_old * (1 + 1e-6)
+    assert tighter >= 1
+
+
 def test_restricted_options_place_parameter_servers_off_a_full_node(monkeypatch):
     """An 8-GPU PS job on 8-GPU nodes (32 CPUs, the fair share of 8 GPUs) has no allocation with its PS
     on its own node; the restricted concrete options (too many subsets to enumerate) then place the PS
@@ -911,3 +964,64 @@ def test_aggregated_and_per_set_encodings_agree(seed, cpu_mem):
                                               aggregate=agg) for agg in (True, False))
         assert a["status"] == b["status"] == "OPTIMAL"
         assert a["bound_units"] == b["bound_units"]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_twin_node_breaking_keeps_the_optimum(seed):
+    """Law: ordering identical nodes by their first job (formulations.offline_symmetry) leaves the optimum
+    of the exact and of the class model unchanged; the exact one is the brute-force optimum."""
+    inst = offline_instance(gpus=6, nodes=3, jobs=4, types=("v100",), max_size=2, interarrival_s=300,
+                            duration_h=(0.1, 1), locality_penalty=1.2, ps=seed % 2 == 1, cpu_mem=seed in (0, 4),
+                            seed=seed)
+    concrete, complete = oc.concrete_options(inst)
+    assert complete
+    exact_res = {r for r in oc.capacities(inst) if r[0] in ("g", "n", "all")} | oc.binding_resources(inst, concrete)
+    values = []
+    for opts, res in ((concrete, exact_res), (oc.class_options(inst), offline_cpsat.class_resources(inst))):
+        on = offline_cpsat.build_and_solve(inst, opts, res, time_limit=20, threads=1, seed=0, twins=True)
+        off = offline_cpsat.build_and_solve(inst, opts, res, time_limit=20, threads=1, seed=0, twins=False)
+        assert on["twins"] == [["n0", "n1", "n2"]] and off["twins"] == []
+        assert on["status"] == off["status"] == "OPTIMAL"
+        assert on["bound_units"] == off["bound_units"]
+        values.append(offline_cpsat.bound_from_units(inst, on["bound_units"], on["unit"]))
+        # the solution obeys the rule: the first job on each node comes in node order
+        first = {}
+        for j, k in enumerate(on["choice"]):
+            v = oc._single_node(opts[j][k].alloc) if opts[j][k].alloc is not None else (
+                opts[j][k].cls[1] if opts[j][k].cls[0] == "node" else None)
+            first.setdefault(v, j)
+        used = [first[v] for v in ("n0", "n1", "n2") if v in first]
+        assert used == sorted(used) and [v for v in ("n0", "n1", "n2") if v in first] == ["n0", "n1", "n2"][:len(used)]
+    opt = brute.solve(inst).objective
+    assert values[1] <= values[0] * (1 + 1e-6) and values[0] <= opt * (1 + 1e-9)
+    assert values[0] >= opt * (1 - 1e-6)
+
+
+def test_twin_nodes_must_be_identical():
+    """Nodes with per-GPU variability, other GPU types or other CPUs are not twins."""
+    for kw in ({"variability": 0.05, "types": ("v100",)}, {"types": ("v100", "p100", "k80")}):
+        inst = offline_instance(gpus=6, nodes=3, jobs=4, max_size=2, seed=1, **kw)
+        classes = oc.class_options(inst)
+        sol = offline_cpsat.build_and_solve(inst, classes, offline_cpsat.class_resources(inst), time_limit=5,
+                                            threads=1, seed=0)
+        assert sol["twins"] == []
+    d = offline_instance(gpus=4, nodes=2, jobs=4, max_size=2, seed=1, types=("v100",)).to_dict()
+    d["cluster"]["nodes"][1]["cpus"] = 7.0
+    inst = Instance.from_dict(d)
+    sol = offline_cpsat.build_and_solve(inst, oc.class_options(inst), offline_cpsat.class_resources(inst),
+                                        time_limit=5, threads=1, seed=0)
+    assert sol["twins"] == []
+
+
+def test_a_node_class_may_move_to_a_node_with_the_same_gpu_types():
+    """The decode variant for node groups: class ("nodes", group, n) takes the fastest free n GPUs on any
+    node of the group (the model's own node may be held by a spread job it counted on the group)."""
+    inst = offline_instance(gpus=8, nodes=2, jobs=2, types=("v100",), max_size=2, elastic=0.0, seed=0)
+    j = next(k for k, job in enumerate(inst.jobs) if 2 in job.sizes)
+    choose = oc.class_chooser({j: ("nodes", ("n0", "n1"), 2)})
+    cpu = {"n0": 0.0, "n1": 0.0}
+    mem = {"n0": 0.0, "n1": 0.0}
+    a = choose(inst, j, {"n0": {"n0:3"}, "n1": {"n1:0", "n1:2"}}, cpu, mem)
+    assert a is not None and set(a.gpus) == {"n1:0", "n1:2"}
+    assert choose(inst, j, {"n0": {"n0:3"}, "n1": {"n1:1"}}, cpu, mem) is None
+    assert oc.class_chooser({j: ("node", "n0", 2)})(inst, j, {"n0": {"n0:3"}, "n1": {"n1:0", "n1:2"}}, cpu, mem) is None

@@ -39,6 +39,7 @@ from jctlab.replay import replay
 from jctlab.result import Result
 
 from . import offline_candidates as oc
+from . import offline_cpsat, offline_symmetry
 from .common import cbc_log_bound
 from .offline_cpsat import (QUEUE, better, check_offline, class_resources, finish, gap_open, improve, last_model_time,
                             objective_of, preemptive_lb, queued, time_indexed_lb)
@@ -114,6 +115,12 @@ def build(inst: Instance, opts, resources, budget=SUBSET_BUDGET, deadline: float
     C = [s[j] + D[j] for j in range(nj)]
     for j in range(nj):
         prob += pulp.lpSum(x[j]) == 1
+    if offline_cpsat.TWINS and len(inst.cluster.nodes) > 1:
+        # identical nodes ordered by their first job, as in the CP-SAT models (formulations.offline_symmetry)
+        groups = offline_symmetry.twin_groups(inst, opts, [[round(o.dur, 9) for o in ol] for ol in opts],
+                                              set(resources))
+        for lhs, rhs in offline_symmetry.twin_rows(opts, groups):
+            prob += pulp.lpSum(x[j][k] for j, k in lhs) <= pulp.lpSum(x[i][k] for i, k in rhs)
     y: dict = {}
 
     def Y(a, b):

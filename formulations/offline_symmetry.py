@@ -12,7 +12,14 @@ Rule (:func:`add_twin_breaking`): in a group of pairwise twins v_1, …, v_m, jo
 so that they are sorted by the first job that runs on each (unused nodes last) maps any solution onto
 one that satisfies the rule, with the same objective, because the model is invariant under each
 adjacent swap and therefore under every permutation of the group. So the optimum and every proven
-bound are unchanged (test ``test_twin_node_breaking_keeps_the_optimum``).
+bound are unchanged (test ``test_twin_node_breaking_keeps_the_optimum``). For a relaxation it is enough
+that the *instance* is symmetric (identical nodes) and that every schedule maps onto options on the nodes
+of its single-node allocations: the mirror image of an optimal schedule that obeys the rule maps onto a
+model solution, so the model's optimum under the rule is still at most the optimum. The model check is
+kept anyway (it is what lets a hint be mirrored option by option).
+
+Used by the CP-SAT models (``offline_cpsat.build_and_solve``) and the MILP (``offline_milp.build``, as
+rows), switched by ``offline_cpsat.TWINS``.
 """
 
 from __future__ import annotations
@@ -117,20 +124,27 @@ def on_node(o: oc.Option) -> str | None:
     return o.cls[1] if o.cls is not None and o.cls[0] == "node" else None
 
 
-def add_twin_breaking(m, opts, xs, groups: list[list[str]]) -> int:
-    """Adds, per group and adjacent pair (v_k, v_{k+1}), "job j on v_{k+1} ⇒ some job i < j on v_k"
-    (x: the option literals of each job). Returns the number of constraints."""
-    added = 0
+def twin_rows(opts, groups: list[list[str]]) -> list[tuple[list[tuple[int, int]], list[tuple[int, int]]]]:
+    """The rule as rows (lhs, rhs) of option indices (j, k): Σ lhs ≤ Σ rhs, i.e. per group and adjacent
+    pair (v_k, v_{k+1}) and job j: "j's option is on v_{k+1}" ≤ "some option of a job i < j is on v_k"."""
+    rows = []
     for grp in groups:
-        lits = {v: [[x for o, x in zip(ol, xl) if on_node(o) == v] for ol, xl in zip(opts, xs)] for v in grp}
+        on = {v: [[(j, k) for k, o in enumerate(ol) if on_node(o) == v] for j, ol in enumerate(opts)] for v in grp}
         for v, w in zip(grp, grp[1:]):
             earlier: list = []
             for j in range(len(opts)):
-                if lits[w][j]:
-                    m.Add(sum(lits[w][j]) <= sum(earlier))
-                    added += 1
-                earlier += lits[v][j]
-    return added
+                if on[w][j]:
+                    rows.append((on[w][j], list(earlier)))
+                earlier += on[v][j]
+    return rows
+
+
+def add_twin_breaking(m, opts, xs, groups: list[list[str]]) -> int:
+    """Adds the rule (:func:`twin_rows`) to a CP-SAT model over option literals ``xs``; returns the row count."""
+    rows = twin_rows(opts, groups)
+    for lhs, rhs in rows:
+        m.Add(sum(xs[j][k] for j, k in lhs) <= sum(xs[i][k] for i, k in rhs))
+    return len(rows)
 
 
 def canonical_hint(opts, durs, resources: set, hint: dict | None, groups: list[list[str]]) -> dict | None:

@@ -1025,3 +1025,22 @@ def test_a_node_class_may_move_to_a_node_with_the_same_gpu_types():
     assert a is not None and set(a.gpus) == {"n1:0", "n1:2"}
     assert choose(inst, j, {"n0": {"n0:3"}, "n1": {"n1:1"}}, cpu, mem) is None
     assert oc.class_chooser({j: ("node", "n0", 2)})(inst, j, {"n0": {"n0:3"}, "n1": {"n1:0", "n1:2"}}, cpu, mem) is None
+
+
+@pytest.mark.parametrize("seed", [0, 2, 5])
+def test_milp_twin_rows_keep_the_optimum(seed, monkeypatch):
+    """The MILP orders identical nodes too (same rule, as rows): more rows, the same proven optimum (= brute force)."""
+    inst = offline_instance(gpus=6, nodes=3, jobs=4, types=("v100",), max_size=2, interarrival_s=300,
+                            duration_h=(0.1, 1), locality_penalty=1.2, ps=seed % 2 == 1, cpu_mem=seed in (0, 4),
+                            seed=seed)
+    concrete, complete = oc.concrete_options(inst)
+    res = {r for r in oc.capacities(inst) if r[0] == "g"} | oc.binding_resources(inst, concrete)
+    rows, objs = [], []
+    for on in (True, False):
+        monkeypatch.setattr(offline_cpsat, "TWINS", on)
+        rows.append(len(offline_milp.build(inst, concrete, res)[0].constraints))
+        r = offline_milp.solve(inst, threads=1)
+        assert r.status == "optimal"
+        objs.append(r.objective)
+    assert rows[0] > rows[1]
+    assert objs[0] == pytest.approx(objs[1], rel=1e-9) == pytest.approx(brute.solve(inst).objective, rel=1e-6)

@@ -62,7 +62,7 @@ COARSER = 3         # bounds get the rest
 QUEUE = 1.05        # preemptive LP / Σ(a_j + p_j) above this: a queue (jobs must wait), see after_exact
 PIN_WALL_S = 1.0    # s: most wall time of one GPU pinning (pin_gpus)
 DECODE_SHARE = 0.02  # of the limit (at most PIN_WALL_S) kept after the last model for its decode's pinning
-TWINS = True       # order identical nodes by their first job in every option model (build_and_solve)
+TWINS = True       # order identical nodes by their first job in the relaxations (offline_symmetry)
 CORE_SHARE = 0.6   # of the class model's time: core-based workers when the default ones have not proven it
 
 
@@ -95,12 +95,12 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
                     hint: dict | None = None, unit: float | None = None, spread_counts: bool = False,
                     set_cumulatives: bool = True, hint_patterns: dict | None = None,
                     sat_params: dict | None = None, aggregate: bool = True, semi_active: bool = True,
-                    twins: bool | None = None):
+                    twins: bool = False):
     """Solve the option model. Returns dict(status, bound (objective units), choice, start, patterns, twins).
 
-    ``twins`` (default ``TWINS``): identical nodes that the model cannot tell apart are ordered by their
-    first job (:mod:`formulations.offline_symmetry`; the optimum and the bound are unchanged), and the
-    hint is mirrored to match.
+    ``twins``: identical nodes are ordered by their first job and the hint is mirrored to match
+    (:mod:`formulations.offline_symmetry`). Only for models that relax the whole instance (class, hybrid,
+    node-exact, complete exact): their bound is unchanged; callers pass ``TWINS``.
 
     ``aggregate``: the single-node GPU sets of a job (without binding CPU/memory) share one optional
     interval per GPU (present iff the chosen set holds that GPU) and one per (node, size) for the
@@ -206,13 +206,10 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
             scale = 1 if all(float(v).is_integer() for _, v, _ in items) and float(c).is_integer() else 1000
             m.AddCumulative([iv for iv, _, _ in items], [math.floor(v * scale + 1e-9) for _, v, _ in items],
                             math.ceil(c * scale - 1e-9))
-    groups = []
-    if (TWINS if twins is None else twins) and len(inst.cluster.nodes) > 1:
-        durs = [[math.floor(o.dur / u) for o in ol] for ol in opts]
-        groups = offline_symmetry.twin_groups(inst, opts, durs, resources)
-        if groups:
-            offline_symmetry.add_twin_breaking(m, opts, xs, groups)
-            hint = offline_symmetry.canonical_hint(opts, durs, resources, hint, groups)
+    groups = offline_symmetry.twin_groups(inst) if twins else []
+    if groups:
+        offline_symmetry.add_twin_breaking(m, opts, xs, groups)
+        hint = offline_symmetry.canonical_hint(opts, hint, groups)
     wi, _ = _int_weights(inst)
     semi: dict = {}   # j → [at its release, at the end of job i ≠ j ...]
     if semi_active:   # a start is a release or another job's end (see the docstring)
@@ -659,7 +656,7 @@ def solve_classes(inst: Instance, classes, res_cls: set, best, lb: float, time_l
     decoded solution competes with ``best``. Returns (solution, best, lb)."""
     sol = build_and_solve(inst, classes, res_cls, time_limit=time_limit, threads=threads, seed=seed,
                           hint=hint_assignment(inst, classes, best[0]), hint_patterns=hint_patterns(inst, best[0]),
-                          sat_params=sat_params)
+                          sat_params=sat_params, twins=TWINS)
     lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
     if sol["choice"] is not None:
         best = better(best, decode(inst, classes, sol, SOLVER))
@@ -865,7 +862,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
             _phase(params, "local-search", {"status": "-"}, lb, best, t0)
         t_exact = None if time_limit is None else left() * EXACT_SHARE
         sol = build_and_solve(inst, concrete, res, time_limit=t_exact, threads=threads, seed=seed,
-                              hint=hint_assignment(inst, concrete, best[0]))
+                              hint=hint_assignment(inst, concrete, best[0]), twins=TWINS)
         lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
         if sol["choice"] is not None:
             best = better(best, decode(inst, concrete, sol, SOLVER, end))
@@ -976,7 +973,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
             if t_h is not None and t_h < 0.5:
                 break
             sol = build_and_solve(inst, hyb, res_all, time_limit=t_h, threads=threads, seed=seed,
-                                  hint=hint_assignment(inst, hyb, best[0]), sat_params=loaded)
+                                  hint=hint_assignment(inst, hyb, best[0]), sat_params=loaded, twins=TWINS)
             lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
             if sol["choice"] is not None:
                 best = better(best, decode(inst, hyb, sol, SOLVER, end))
@@ -1012,7 +1009,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         sol = build_and_solve(inst, mixed, res_all, time_limit=last_model_time(time_limit, left()), threads=threads,
                               seed=seed,
                               hint=hint_assignment(inst, mixed, best[0]), hint_patterns=hint_patterns(inst, best[0]),
-                              sat_params=loaded)
+                              sat_params=loaded, twins=TWINS)
         lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
         if sol["choice"] is not None:
             best = better(best, decode(inst, mixed, sol, SOLVER, end))

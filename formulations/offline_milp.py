@@ -115,11 +115,10 @@ def build(inst: Instance, opts, resources, budget=SUBSET_BUDGET, deadline: float
     C = [s[j] + D[j] for j in range(nj)]
     for j in range(nj):
         prob += pulp.lpSum(x[j]) == 1
-    if offline_cpsat.TWINS and len(inst.cluster.nodes) > 1:
-        # identical nodes ordered by their first job, as in the CP-SAT models (formulations.offline_symmetry)
-        groups = offline_symmetry.twin_groups(inst, opts, [[round(o.dur, 9) for o in ol] for ol in opts],
-                                              set(resources))
-        for lhs, rhs in offline_symmetry.twin_rows(opts, groups):
+    if offline_cpsat.TWINS:
+        # identical nodes ordered by their first job, as in the CP-SAT relaxations (formulations.offline_symmetry;
+        # the exact and class options here relax the whole instance)
+        for lhs, rhs in offline_symmetry.twin_rows(opts, offline_symmetry.twin_groups(inst)):
             prob += pulp.lpSum(x[j][k] for j, k in lhs) <= pulp.lpSum(x[i][k] for i, k in rhs)
     y: dict = {}
 

@@ -1,33 +1,28 @@
-"""Symmetry breaking for identical nodes in the offline option models.
+"""Symmetry breaking for identical nodes in the offline relaxations.
 
 Two nodes are *twins* when they have the same CPUs, memory and, index by index, the same GPU type and
-variability, and when swapping them (node names, their GPUs index by index, their CPU/memory/GPU-count
-resources, node sets) maps the model onto itself: every job's options onto its options (same integer
-duration, same demands), the resources onto the resources. Then every solution has a mirror image with
-the same objective, and CP-SAT (whose own symmetry detection is off, ``offline_cpsat.SAT_PARAMS``) would
-search both.
+variability (nothing else in an instance tells nodes apart). Renaming twins (a node's GPUs follow index
+by index, and so do parameter servers) maps every schedule onto a schedule with the same objective, so
+a model over options per node would search every mirror image; CP-SAT's own symmetry detection is off
+for the offline models (``offline_cpsat.SAT_PARAMS``).
 
-Rule (:func:`add_twin_breaking`): in a group of pairwise twins v_1, …, v_m, job j may run on v_{k+1}
-(single-node options) only if an earlier job i < j runs on v_k. Valid: permuting the nodes of a group
-so that they are sorted by the first job that runs on each (unused nodes last) maps any solution onto
-one that satisfies the rule, with the same objective, because the model is invariant under each
-adjacent swap and therefore under every permutation of the group. So the optimum and every proven
-bound are unchanged (test ``test_twin_node_breaking_keeps_the_optimum``). For a relaxation it is enough
-that the *instance* is symmetric (identical nodes) and that every schedule maps onto options on the nodes
-of its single-node allocations: the mirror image of an optimal schedule that obeys the rule maps onto a
-model solution, so the model's optimum under the rule is still at most the optimum. The model check is
-kept anyway (it is what lets a hint be mirrored option by option).
+Rule (:func:`twin_rows`): in a group of twins v_1, …, v_m (cluster order), job j may run on v_{k+1}
+(a single-node option) only if an earlier job i < j runs on v_k.
 
-Used by the CP-SAT models (``offline_cpsat.build_and_solve``) and the MILP (``offline_milp.build``, as
-rows), switched by ``offline_cpsat.TWINS``.
+Valid for every *relaxation* in which each schedule maps onto a model solution whose single-node
+options lie on the nodes of the schedule's single-node allocations (the class, hybrid, node-exact and
+complete exact models, CP-SAT and MILP): take an optimal schedule and rename the twins of each group so
+that they are sorted by the first job that runs on each (unused ones last). That is a schedule with the
+same objective that obeys the rule, and its model image obeys it too, so the model's optimum under the
+rule is still at most the optimum: every proven bound stays valid. Models that are not relaxations (a
+restricted option space, an LNS window, one node's subproblem) do not get the rule: it could cut off
+their only solutions. Tests ``test_twin_node_breaking_keeps_the_optimum`` (exact and class models against
+brute force) and ``test_milp_twin_rows_keep_the_optimum``.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from typing import Callable
-
-from jctlab.model import Allocation, Instance
+from jctlab.model import Instance
 
 from . import offline_candidates as oc
 
@@ -36,85 +31,12 @@ def _node_key(nd) -> tuple:
     return (nd.cpus, nd.mem_gb, tuple((g.type, tuple(sorted(g.variability.items()))) for g in nd.gpus))
 
 
-def _renaming(node: Callable[[str], str]) -> tuple:
-    """The maps that a renaming of nodes (their GPUs follow index by index) induces on resources,
-    classes and allocations."""
-    def gpu(g):
-        v, k = g.split(":", 1)
-        return f"{node(v)}:{k}"
-
-    def res(r):
-        if r[0] == "g":
-            return ("g", gpu(r[1]))
-        if r[0] == "set":
-            return ("set", tuple(sorted(map(node, r[1]))))
-        return (r[0], node(r[1])) if len(r) == 2 else r
-
-    def cls(c):
-        if c is None:
-            return None
-        if c[0] == "node":
-            return ("node", node(c[1]), *c[2:])
-        out = list(c)
-        if len(c) > 2:
-            out[2] = tuple(sorted(map(node, c[2])))
-        if len(c) > 3:
-            out[3] = tuple((tuple(sorted(map(node, nodes))), n) for nodes, n in c[3])
-        return tuple(out)
-
-    def alloc(al: Allocation | None):
-        if al is None:
-            return None
-        return (tuple(sorted(map(gpu, al.gpus))), tuple(sorted(map(node, al.ps_nodes))), al.cpus_per_gpu,
-                al.mem_gb_per_gpu)
-
-    return res, cls, alloc
-
-
-def _swap(a: str, b: str) -> tuple:
-    return _renaming(lambda v: b if v == a else a if v == b else v)
-
-
-_SAME = _renaming(lambda v: v)
-
-
-def _signature(o: oc.Option, du: int, resources: set, ren: tuple = _SAME) -> tuple:
-    res, cls, alloc = ren
-    dem = frozenset((res(r), round(v, 9)) for r, v in o.demand.items() if r in resources)
-    return (du, cls(o.cls), alloc(o.alloc), dem, o.ps_local, o.ps_count)
-
-
-def _invariant(inst: Instance, opts, durs, resources: set, cap: dict, a: str, b: str) -> bool:
-    ren = _swap(a, b)
-    if {ren[0](r) for r in resources} != resources or any(cap.get(ren[0](r)) != cap.get(r) for r in resources):
-        return False
-    for ol, dl in zip(opts, durs):
-        if Counter(_signature(o, d, resources) for o, d in zip(ol, dl)) != Counter(
-                _signature(o, d, resources, ren) for o, d in zip(ol, dl)):
-            return False
-    return True
-
-
-def twin_groups(inst: Instance, opts, durs, resources: set) -> list[list[str]]:
-    """Groups (≥ 2 nodes, cluster order) of pairwise twins of the model ``opts`` (integer durations
-    ``durs``) over ``resources``: identical nodes whose adjacent swaps each map the model onto itself."""
-    cap = oc.capacities(inst)
+def twin_groups(inst: Instance) -> list[list[str]]:
+    """Groups (≥ 2 nodes, cluster order) of identical nodes."""
     by: dict = {}
     for nd in inst.cluster.nodes:
         by.setdefault(_node_key(nd), []).append(nd.name)
-    groups = []
-    for names in by.values():
-        cur = [names[0]]
-        for v in names[1:]:
-            if _invariant(inst, opts, durs, resources, cap, cur[-1], v):
-                cur.append(v)
-            else:
-                if len(cur) > 1:
-                    groups.append(cur)
-                cur = [v]
-        if len(cur) > 1:
-            groups.append(cur)
-    return groups
+    return [names for names in by.values() if len(names) > 1]
 
 
 def on_node(o: oc.Option) -> str | None:
@@ -125,8 +47,8 @@ def on_node(o: oc.Option) -> str | None:
 
 
 def twin_rows(opts, groups: list[list[str]]) -> list[tuple[list[tuple[int, int]], list[tuple[int, int]]]]:
-    """The rule as rows (lhs, rhs) of option indices (j, k): Σ lhs ≤ Σ rhs, i.e. per group and adjacent
-    pair (v_k, v_{k+1}) and job j: "j's option is on v_{k+1}" ≤ "some option of a job i < j is on v_k"."""
+    """The rule as rows (lhs, rhs) of option indices (j, k): Σ lhs ≤ Σ rhs, i.e. per group, adjacent pair
+    (v_k, v_{k+1}) and job j: "j's option is on v_{k+1}" ≤ "some option of a job i < j is on v_k"."""
     rows = []
     for grp in groups:
         on = {v: [[(j, k) for k, o in enumerate(ol) if on_node(o) == v] for j, ol in enumerate(opts)] for v in grp}
@@ -147,9 +69,33 @@ def add_twin_breaking(m, opts, xs, groups: list[list[str]]) -> int:
     return len(rows)
 
 
-def canonical_hint(opts, durs, resources: set, hint: dict | None, groups: list[list[str]]) -> dict | None:
-    """The mirror image of a hint (job → (option index, start)) that satisfies the rule: per group, the
-    nodes renamed in the order of the first hinted job on each, each option mapped onto its image."""
+def _rename(perm: dict):
+    def node(v):
+        return perm.get(v, v)
+
+    def gpu(g):
+        v, k = g.split(":", 1)
+        return f"{node(v)}:{k}"
+
+    def key(o: oc.Option, mapped: bool) -> tuple:
+        n, gp = (node, gpu) if mapped else (lambda v: v, lambda g: g)
+        c = o.cls
+        if c is not None and c[0] == "node":
+            c = ("node", n(c[1]), *c[2:])
+        elif c is not None:
+            c = (*c[:2], *((tuple(sorted(map(n, c[2]))),) if len(c) > 2 else ()),
+                 *((tuple((tuple(sorted(map(n, nodes))), cnt) for nodes, cnt in c[3]),) if len(c) > 3 else ()))
+        a = None if o.alloc is None else (tuple(sorted(map(gp, o.alloc.gpus))), tuple(sorted(map(n, o.alloc.ps_nodes))),
+                                          o.alloc.cpus_per_gpu, o.alloc.mem_gb_per_gpu)
+        return (round(o.dur, 6), c, a, o.ps_local, o.ps_count)
+
+    return node, key
+
+
+def canonical_hint(opts, hint: dict | None, groups: list[list[str]]) -> dict | None:
+    """The mirror image of a hint (job → (option index, start)) that obeys the rule: per group, the twins
+    renamed in the order of the first hinted job on each; a hinted option that mentions a renamed node is
+    mapped onto the job's option with the renamed class/GPUs (dropped from the hint when it has none)."""
     if not hint or not groups:
         return hint
     perm: dict = {}
@@ -160,12 +106,12 @@ def canonical_hint(opts, durs, resources: set, hint: dict | None, groups: list[l
         perm.update({old: new for old, new in zip(order, grp) if old != new})
     if not perm:
         return hint
-    ren = _renaming(lambda v: perm.get(v, v))
+    _, key = _rename(perm)
     out = {}
     for j, (k, st) in hint.items():
-        if k is None:
-            out[j] = (k, st)
-            continue
-        want = _signature(opts[j][k], durs[j][k], resources, ren)
-        out[j] = (next((kk for kk, o in enumerate(opts[j]) if _signature(o, durs[j][kk], resources) == want), None), st)
+        if k is not None:
+            want = key(opts[j][k], True)
+            if want != key(opts[j][k], False):
+                k = next((kk for kk, o in enumerate(opts[j]) if key(o, False) == want), None)
+        out[j] = (k, st)
     return out

@@ -998,19 +998,23 @@ def test_twin_node_breaking_keeps_the_optimum(seed):
 
 
 def test_twin_nodes_must_be_identical():
-    """Nodes with per-GPU variability, other GPU types or other CPUs are not twins."""
+    """Nodes with per-GPU variability, other GPU types or other CPUs are not twins; the rule is only added
+    where asked (relaxations of the whole instance)."""
+    from formulations import offline_symmetry
+
+    inst = offline_instance(gpus=6, nodes=3, jobs=4, max_size=2, seed=1, types=("v100",))
+    assert offline_symmetry.twin_groups(inst) == [["n0", "n1", "n2"]]
+    classes, res = oc.class_options(inst), offline_cpsat.class_resources(inst)
+    assert offline_cpsat.build_and_solve(inst, classes, res, time_limit=5, threads=1, seed=0)["twins"] == []
+    assert offline_cpsat.build_and_solve(inst, classes, res, time_limit=5, threads=1, seed=0,
+                                         twins=True)["twins"] == [["n0", "n1", "n2"]]
     for kw in ({"variability": 0.05, "types": ("v100",)}, {"types": ("v100", "p100", "k80")}):
-        inst = offline_instance(gpus=6, nodes=3, jobs=4, max_size=2, seed=1, **kw)
-        classes = oc.class_options(inst)
-        sol = offline_cpsat.build_and_solve(inst, classes, offline_cpsat.class_resources(inst), time_limit=5,
-                                            threads=1, seed=0)
-        assert sol["twins"] == []
-    d = offline_instance(gpus=4, nodes=2, jobs=4, max_size=2, seed=1, types=("v100",)).to_dict()
+        assert offline_symmetry.twin_groups(offline_instance(gpus=6, nodes=3, jobs=4, max_size=2, seed=1, **kw)) == []
+    assert offline_symmetry.twin_groups(offline_instance(gpus=12, nodes=6, jobs=4, max_size=2, seed=1)) == [
+        ["n0", "n3"], ["n1", "n4"], ["n2", "n5"]]
+    d = inst.to_dict()
     d["cluster"]["nodes"][1]["cpus"] = 7.0
-    inst = Instance.from_dict(d)
-    sol = offline_cpsat.build_and_solve(inst, oc.class_options(inst), offline_cpsat.class_resources(inst),
-                                        time_limit=5, threads=1, seed=0)
-    assert sol["twins"] == []
+    assert offline_symmetry.twin_groups(Instance.from_dict(d)) == [["n0", "n2"]]
 
 
 def test_a_node_class_may_move_to_a_node_with_the_same_gpu_types():

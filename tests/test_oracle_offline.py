@@ -1048,3 +1048,24 @@ def test_milp_twin_rows_keep_the_optimum(seed, monkeypatch):
         objs.append(r.objective)
     assert rows[0] > rows[1]
     assert objs[0] == pytest.approx(objs[1], rel=1e-9) == pytest.approx(brute.solve(inst).objective, rel=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_dominance_filter_keeps_exactly_the_undominated_options(seed):
+    """Law: the (vectorised, for long lists) dominance filter keeps, fastest first, every option that no
+    other option beats (no longer, holding no more of anything), one of each tie, and no other."""
+    inst = offline_instance(gpus=32, nodes=8, jobs=6, variability=0.05 * (seed % 2), cpu_mem=seed == 0, ps=True,
+                            seed=seed)
+    cap, names = oc.capacities(inst), [nd.name for nd in inst.cluster.nodes]
+    long_lists = 0
+    for j, job in enumerate(inst.jobs):
+        for nd in inst.cluster.nodes[:3]:
+            for n in job.sizes:
+                opts = oc._options_for_set(inst, j, tuple(g.id for g in nd.gpus[:n]), names, cap)
+                kept = oc._filter(opts)
+                long_lists += len(opts) > 16
+                ids = {id(k) for k in kept}
+                assert all(any(oc._dominated(o, k) for k in kept) for o in opts if id(o) not in ids)
+                assert not any(oc._dominated(kept[b], kept[a]) for a in range(len(kept)) for b in range(a + 1, len(kept)))
+                assert [o.dur for o in kept] == sorted(o.dur for o in kept)
+    assert long_lists > 0

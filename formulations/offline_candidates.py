@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import dataclasses
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -48,6 +49,7 @@ class Option:
     cls: tuple | None = None             # relaxed class: ("node", name, n) | ("spread", n)
     ps_local: bool | None = None         # a PS job's node class: its PS on that node (True) or not (False)
     ps_count: int | None = None          # ... with ps_local True: that many servers, all on the node
+    level: tuple | None = None           # a node class split by CPU/memory level: (cpus, mem) per GPU, (None, None) fair
 
 
 # ----------------------------------------------------------------------------- basic helpers
@@ -88,6 +90,33 @@ def max_speedup(job: Job) -> float:
     if job.cpu_mem is None:
         return 1.0
     return max([1.0] + [s for _, _, s in job.cpu_mem.levels])
+
+
+def level_speedup(job: Job, level: tuple) -> float:
+    """The cpu_mem speedup of ``level`` ((None, None): the fair share, speedup 1)."""
+    return 1.0 if level == (None, None) else job.cpu_mem.speedup(*level)
+
+
+def class_levels(inst: Instance, job: Job, nd) -> list[tuple | None]:
+    """The CPU/memory levels a node class of ``job`` on ``nd`` is split by: [None] (one class, fastest level,
+    least CPUs/memory) when the job has no ``cpu_mem`` table, or when neither the levels' CPUs/memory on all
+    of the node's GPUs nor any parameter server can overload the node (the split would change nothing); else
+    the job's undominated levels on this node (a level no faster than another that holds no less CPU and
+    memory is dropped; the fair share and a level equal to it count once)."""
+    if job.cpu_mem is None:
+        return [None]
+    per = [(lv, level_speedup(job, lv), nd.fair_cpus if lv[0] is None else lv[0],
+            nd.fair_mem_gb if lv[1] is None else lv[1]) for lv in job.level_choices]
+    k = len(nd.gpus)
+    if (not any(jb.ps is not None for jb in inst.jobs) and k * max(c for *_, c, _ in per) <= nd.cpus * (1 + EPS)
+            and k * max(m for *_, m in per) <= nd.mem_gb * (1 + EPS)):
+        return [None]
+    keep = []
+    for i, (lv, s, c, m) in enumerate(per):
+        if not any((s2, -c2, -m2, -i2) > (s, -c, -m, -i) and s2 >= s and c2 <= c and m2 <= m
+                   for i2, (_, s2, c2, m2) in enumerate(per) if i2 != i):
+            keep.append(lv)
+    return keep
 
 
 def demand_of(inst: Instance, job: Job, alloc: Allocation) -> dict:
@@ -353,7 +382,8 @@ def _options_for_set(inst: Instance, j: int, gids: tuple[str, ...], ps_nodes_poo
 # ----------------------------------------------------------------------------- concrete options
 
 
-PS_ANY_NODES = 8   # on clusters of at most this many nodes, restricted options place PS on any node
+PS_ANY_NODES = 4   # on clusters of at most this many nodes, restricted options place PS on any node (else on
+                   # the job's GPU nodes: 64 GPUs / 8 nodes with levels, 126 000 options in 11 s → 18 000 in 0.4 s)
 
 
 def count_subsets(inst: Instance, job: Job) -> int:
@@ -495,19 +525,22 @@ def spread_node_caps(inst: Instance, job: Job, n: int) -> dict[str, int]:
 
 
 def mixed_chooser(chosen: dict[int, Option], patterns: dict[int, dict[str, int]] | None = None,
-                  ps_side: bool = False, ps_free: set[int] | frozenset = frozenset()) -> Callable:
+                  ps_side: bool = False, ps_free: set[int] | frozenset = frozenset(), levels: bool = True) -> Callable:
     """Concrete options keep their allocation; relaxed ones pick the fastest free set of their class.
 
     ``patterns`` (job → {node: GPU count}) makes a spread job take exactly that many GPUs per node
     (its fastest free ones there), as the model with per-node spread counts decided. ``ps_side``: a
     PS job's node class keeps its parameter servers on the class's node (and their count) or off it, as the
-    model chose.
+    model chose. ``levels``: a class split by CPU/memory level runs at the model's level (else the fastest
+    that fits).
     ``ps_free``: concrete jobs whose PS placement is free (:func:`fixed_chooser`).
     """
     fixed = fixed_chooser({j: o.alloc for j, o in chosen.items() if o.alloc is not None}, ps_free)
     rel = class_chooser({j: o.cls for j, o in chosen.items() if o.alloc is None},
                         {j: (o.ps_local, o.ps_count) for j, o in chosen.items() if o.ps_local is not None}
-                        if ps_side else None)
+                        if ps_side else None,
+                        {j: o.level for j, o in chosen.items() if o.alloc is None and o.level is not None}
+                        if levels else None)
     pat = pattern_chooser(patterns or {}, rel)
 
     def choose(inst, j, free, cpu, mem):
@@ -613,17 +646,18 @@ def _comm_lb(job: Job, n: int, gbps: float, ps: int | None = None) -> float:
     return allreduce_s(job.comm_mb, n, gbps)
 
 
-def single_node_lb(inst: Instance, job: Job, node: str, n: int, ps: int | None = None) -> float | None:
+def single_node_lb(inst: Instance, job: Job, node: str, n: int, ps: int | None = None,
+                   level: tuple | None = None) -> float | None:
     """Lower bound on the duration of every allocation of ``n`` GPUs all on ``node`` (any PS
-    placement and cpu_mem level; ``ps``: with exactly that many parameter servers); None when the node
-    has fewer than n GPUs that can host the job.
+    placement and cpu_mem level; ``ps``: with exactly that many parameter servers; ``level``: at that
+    CPU/memory level); None when the node has fewer than n GPUs that can host the job.
 
     Formula part: the n fastest GPUs of the node maximise Σρ (proportional) and n·min ρ (equal);
     comm is the intra-node all-reduce (k = 1 without PS) or the smallest PS overhead over p; the
     locality penalty is ≥ 1 and dropped. Measured part: a single-type set uses
     worst-factor / measured[t][n] and the smallest possible worst factor is the n-th smallest factor.
     The duration of any set is one of these expressions, so their minimum is a lower bound; dividing
-    by the largest cpu_mem speedup covers every level.
+    by the largest cpu_mem speedup covers every level (by the level's own speedup: that level).
     """
     cl = inst.cluster
     gl = [g for g in cl.node[node].gpus if job.can_use(g.type)]
@@ -638,7 +672,7 @@ def single_node_lb(inst: Instance, job: Job, node: str, n: int, ps: int | None =
             fs = sorted(g.factor(job.job_class) for g in gl if g.type == t)
             if len(fs) >= n:
                 cand.append(fs[n - 1] / tab[n])
-    return job.iterations * min(cand) / max_speedup(job)
+    return job.iterations * min(cand) / (max_speedup(job) if level is None else level_speedup(job, level))
 
 
 def spread_lb(inst: Instance, job: Job, n: int, nodes: set | None = None) -> float | None:
@@ -673,12 +707,29 @@ def _spread_duration_lb(job: Job, cl, n: int, rh: list, hs: list) -> float:
     return job.iterations * min(cand) / max_speedup(job)
 
 
-def class_options(inst: Instance) -> list[list[Option]]:
-    """Relaxed classes per job with lower-bound durations and GPU-count demands."""
-    return _lists(_memo(inst, ("classes", SPREAD_SUPPORTS), lambda: _class_options(inst)))
+def class_options(inst: Instance, levels: bool = False) -> list[list[Option]]:
+    """Relaxed classes per job with lower-bound durations and GPU-count demands. ``levels``: a node class
+    where the node's CPUs or memory can bind has one option per undominated CPU/memory level
+    (:func:`class_levels`), with that level's speed and CPUs/memory; else one option with the fastest
+    level that fits the node and the least CPUs/memory of those (a coarser relaxation, CP-SAT proves it
+    faster)."""
+    return _lists(_memo(inst, ("classes", SPREAD_SUPPORTS, levels), lambda: _class_options(inst, levels)))
 
 
-def _class_options(inst: Instance) -> list[list[Option]]:
+def _merge_levels(opts: list[Option]) -> list[Option]:
+    """One option per class variant (PS side and count) of per-level options: the shortest duration,
+    the least of every demand, no level."""
+    by: dict = {}
+    for o in opts:
+        by.setdefault((o.cls, o.ps_local, o.ps_count), []).append(o)
+    out = []
+    for os_ in by.values():
+        dem = {r: min(o.demand[r] for o in os_) for r in os_[0].demand}
+        out.append(dataclasses.replace(os_[0], dur=min(o.dur for o in os_), demand=dem, level=None))
+    return out
+
+
+def _class_options(inst: Instance, levels: bool) -> list[list[Option]]:
     cap = capacities(inst)
     pen = inst.cluster.locality_penalty
     out = []
@@ -686,35 +737,45 @@ def _class_options(inst: Instance) -> list[list[Option]]:
         opts = []
         for n in job.sizes:
             for nd in inst.cluster.nodes:
-                d = single_node_lb(inst, job, nd.name, n)
-                if d is None:
+                if single_node_lb(inst, job, nd.name, n) is None:
                     continue
-                dem = node_class_demand(job, nd, n)
-                if job.ps is None or pen <= 1.0:
-                    opts.append(Option(j, d, dem, cls=("node", nd.name, n)))
-                    continue
-                # a parameter server on another node makes the job span nodes: the locality penalty
-                # applies; keeping all p of them on this node costs p servers' CPUs there, and p sets
-                # the PS overhead (p + 1 servers that are no faster than p are dropped: dominated)
-                d_prev = math.inf
-                for p in range(1, job.ps.max_ps + 1):
-                    d_p = single_node_lb(inst, job, nd.name, n, p)
-                    local = {**dem, ("cpu", nd.name): dem[("cpu", nd.name)] + p * job.ps.ps_cpus}
-                    if d_p < d_prev and fits_alone(local, cap):
-                        opts.append(Option(j, d_p, local, cls=("node", nd.name, n), ps_local=True, ps_count=p))
-                        d_prev = d_p
-                if len(inst.cluster.nodes) > 1:
-                    opts.append(Option(j, d * pen, dem, cls=("node", nd.name, n), ps_local=False))
+                # one class per CPU/memory level where the node's CPUs or memory can bind (that level's speed
+                # and CPUs/memory), else one with the fastest level and the least CPUs/memory
+                first = len(opts)
+                for lv in class_levels(inst, job, nd):
+                    d = single_node_lb(inst, job, nd.name, n, level=lv)
+                    dem = node_class_demand(job, nd, n, lv)
+                    if job.ps is None or pen <= 1.0:
+                        if lv is None or fits_alone(dem, cap):
+                            opts.append(Option(j, d, dem, cls=("node", nd.name, n), level=lv))
+                        continue
+                    # a parameter server on another node makes the job span nodes: the locality penalty
+                    # applies; keeping all p of them on this node costs p servers' CPUs there, and p sets
+                    # the PS overhead (p + 1 servers that are no faster than p are dropped: dominated)
+                    d_prev = math.inf
+                    for p in range(1, job.ps.max_ps + 1):
+                        d_p = single_node_lb(inst, job, nd.name, n, p, lv)
+                        local = {**dem, ("cpu", nd.name): dem[("cpu", nd.name)] + p * job.ps.ps_cpus}
+                        if d_p < d_prev and fits_alone(local, cap):
+                            opts.append(Option(j, d_p, local, cls=("node", nd.name, n), ps_local=True, ps_count=p,
+                                               level=lv))
+                            d_prev = d_p
+                    if len(inst.cluster.nodes) > 1 and (lv is None or fits_alone(dem, cap)):
+                        opts.append(Option(j, d * pen, dem, cls=("node", nd.name, n), ps_local=False, level=lv))
+                if not levels:
+                    opts[first:] = _merge_levels(opts[first:])
             opts += spread_options(inst, j, n)
         out.append(opts)
     return out
 
 
-def node_class_demand(job: Job, nd, n: int) -> dict:
-    """What every allocation of ``n`` GPUs on node ``nd`` holds at least: the GPU counts, and on the node
-    ``n`` × the smallest CPUs and memory per GPU among the job's levels (the fair share when None)."""
-    cpus = min(nd.fair_cpus if c is None else c for c, _ in job.level_choices)
-    mem = min(nd.fair_mem_gb if m is None else m for _, m in job.level_choices)
+def node_class_demand(job: Job, nd, n: int, level: tuple | None = None) -> dict:
+    """What every allocation of ``n`` GPUs on node ``nd`` (at ``level``, when given) holds at least: the GPU
+    counts, and on the node ``n`` × the smallest CPUs and memory per GPU among the job's levels (the fair
+    share when None)."""
+    levels = job.level_choices if level is None else (level,)
+    cpus = min(nd.fair_cpus if c is None else c for c, _ in levels)
+    mem = min(nd.fair_mem_gb if m is None else m for _, m in levels)
     return {("n", nd.name): n, ("all",): n, ("cpu", nd.name): n * cpus, ("mem", nd.name): n * mem}
 
 
@@ -851,22 +912,26 @@ def _before(key: tuple, other: tuple) -> bool:
     return d <= d2 * (1 + 1e-9) and t < t2
 
 
-def class_chooser(classes: dict[int, tuple | None], ps_local: dict[int, tuple] | None = None) -> Callable:
+def class_chooser(classes: dict[int, tuple | None], ps_local: dict[int, tuple] | None = None,
+                  levels: dict[int, tuple] | None = None) -> Callable:
     """Chooser for relaxed decisions: the fastest concrete allocation of the job's class among the
     free GPUs now (any class when the class is None or has nothing that fits an idle cluster).
     ``ps_local`` (job → (bool, count or None)): a node class's parameter servers all on its node (that
-    many), or not all there."""
+    many), or not all there. ``levels`` (job → (cpus, mem) per GPU): at that CPU/memory level."""
     cache: dict = {}
 
     def choose(inst, j, free, cpu, mem):
         job = inst.jobs[j]
         cls = classes.get(j)
         side, count = (None, None) if ps_local is None or cls is None or cls[0] != "node" else ps_local.get(j, (None, None))
+        lv = None if levels is None or cls is None else levels.get(j)
         best = None
         for alloc, d in _free_allocs(inst, job, cls, free, cache):
             if side is not None and side != all(v == cls[1] for v in alloc.ps_nodes):
                 continue
             if count is not None and count != len(alloc.ps_nodes):
+                continue
+            if lv is not None and lv != (alloc.cpus_per_gpu, alloc.mem_gb_per_gpu):
                 continue
             dem = demand_of(inst, job, alloc)
             key = (d, _ps_spot(alloc, free))
@@ -1045,22 +1110,31 @@ def with_spread_candidates(inst: Instance, opts: list[list[Option]]) -> list[lis
 def search_options(inst: Instance, concrete: list[list[Option]], complete: bool,
                    mixed: list[list[Option]] | None = None) -> list[list[Option]] | None:
     """The options list-scheduling local search runs over: every allocation of a ``complete`` instance,
-    else the node-exact options ``mixed`` (:func:`node_complete_options`) with concrete spread candidates;
-    None where there are none or :class:`SGS` does not apply (interference, binding CPU/memory)."""
-    opts = concrete if complete else (with_spread_candidates(inst, mixed) if mixed is not None else None)
-    return opts if opts is not None and SGS.applicable(inst, opts, binding_resources(inst, opts)) else None
+    else the node-exact options ``mixed`` (:func:`node_complete_options`) with concrete spread candidates,
+    else (too many of those) the restricted ``concrete`` options; None where there are none or :class:`SGS`
+    does not apply (interference)."""
+    if complete:
+        opts = concrete
+    elif mixed is not None:
+        opts = with_spread_candidates(inst, mixed)
+    else:
+        opts = concrete if concrete and all(concrete) else None
+    return opts if opts is not None and SGS.applicable(inst, opts) else None
 
 
 class SGS:
     """Fast serial list scheduling over concrete options (incumbents only; never a bound).
 
-    A job is placed, in priority order, at max(arrival, previous start, latest free time of its GPUs)
-    on its fixed option or, for a job without one, on the option with the earliest completion (ties:
-    shorter). Every schedule with a given allocation is dominated by this scheme applied to its start
-    order (each GPU is free no later than in that schedule, by induction), so searching over orders and
-    allocations can reach an optimum of the exact model. Only used where durations do not depend on
-    other jobs and CPU/memory never binds (:meth:`applicable`); results are re-timed and replayed by
-    the simulator before they are used (objective = replayed).
+    A job is placed, in priority order, at the earliest time ≥ max(arrival, previous start, latest free
+    time of its GPUs) at which the node CPUs/memory it holds are free, on its fixed option or, for a job
+    without one, on the option with the earliest completion (ties: shorter). Starts never decrease along
+    the order, so the CPUs/memory held at any later time only fall as placed jobs end: the earliest
+    feasible time is the first end time after which the job fits. Every schedule with a given allocation
+    is dominated by this scheme applied to its start order (each GPU is free, and each node holds no more,
+    no later than in that schedule, by induction), so searching over orders and allocations can reach an
+    optimum of the exact model. Only used where durations do not depend on other jobs (no interference,
+    :meth:`applicable`); results are re-timed and replayed by the simulator before they are used
+    (objective = replayed).
     """
 
     def __init__(self, inst: Instance, opts: list[list[Option]]):
@@ -1068,9 +1142,12 @@ class SGS:
         self.np = np
         self.inst = inst
         gid = {g.id: i for i, g in enumerate(inst.cluster.gpus)}
+        cap = capacities(inst)
+        res = sorted(binding_resources(inst, opts))          # CPU/memory that options can overload
+        self.cap = np.array([cap[r] * (1 + EPS) + EPS for r in res])
         self.arr = np.array([j.arrival for j in inst.jobs])
         self.w = np.array(weights(inst))
-        self.opts, self.mask, self.dur = [], [], []
+        self.opts, self.mask, self.dur, self.dem = [], [], [], []
         for ol in opts:
             conc = [o for o in ol if o.alloc is not None]
             m = np.zeros((len(conc), len(gid)), dtype=bool)
@@ -1079,12 +1156,25 @@ class SGS:
             self.opts.append(conc)
             self.mask.append(m)
             self.dur.append(np.array([o.dur for o in conc]))
+            self.dem.append(np.array([[o.demand.get(r, 0.0) for r in res] for o in conc]).reshape(len(conc), len(res)))
         self.ng = len(gid)
+        self.nr = len(res)
 
     @staticmethod
-    def applicable(inst: Instance, opts: list[list[Option]], resources: set) -> bool:
-        return (not inst.cluster.has_interference and all(any(o.alloc is not None for o in ol) for ol in opts)
-                and not any(r[0] in ("cpu", "mem") for r in resources))
+    def applicable(inst: Instance, opts: list[list[Option]]) -> bool:
+        return not inst.cluster.has_interference and all(any(o.alloc is not None for o in ol) for ol in opts)
+
+    def _held_after(self, ends, dems):
+        """(end times ascending, CPUs/memory still held from each of them on): row i is what the placed
+        jobs ending after ends[i] hold; row 0 (time −inf) everything."""
+        np = self.np
+        if not len(ends):
+            return np.array([-np.inf]), np.zeros((1, self.nr))
+        o = np.argsort(ends, kind="stable")
+        e, d = np.asarray(ends)[o], np.asarray(dems)[o]
+        suffix = np.cumsum(d[::-1], axis=0)[::-1]           # suffix[i] = Σ_{p ≥ i} d_p
+        held = np.vstack([suffix, np.zeros((1, self.nr))])   # held[i] from e[i-1] on (held[0]: all)
+        return np.concatenate([[-np.inf], e]), held
 
     def run(self, order, fixed=None):
         """(objective, choice per job, start per job) of the list schedule; fixed: job → option index."""
@@ -1094,19 +1184,36 @@ class SGS:
         comp = np.empty(len(order))
         choice = [0] * len(order)
         start = np.empty(len(order))
+        ends: list = []
+        dems: list = []
         for j in order:
             m = self.mask[j]
+            ks = [fixed[j]] if fixed is not None and fixed.get(j) is not None else slice(None)
+            st = np.maximum(np.maximum(self.arr[j], last), np.where(m[ks], free, -np.inf).max(axis=1))
+            if self.nr:
+                times, held = self._held_after(ends, dems)
+                # per resource, the first row from which an option fits (each column only falls: a
+                # binary search), the latest of them over the resources
+                dem = self.dem[j][ks]
+                first = np.zeros(len(dem), dtype=int)
+                for r in range(self.nr):
+                    first = np.maximum(first, np.searchsorted(-held[:, r], dem[:, r] - self.cap[r], side="left"))
+                ok = first < len(times)
+                st = np.where(ok, np.maximum(st, times[np.minimum(first, len(times) - 1)]), np.inf)
+            c = st + self.dur[j][ks]
             if fixed is not None and fixed.get(j) is not None:
-                k = fixed[j]
-                s = max(self.arr[j], last, free[m[k]].max())
+                k, s = fixed[j], float(st[0])
             else:
-                st = np.maximum(np.maximum(self.arr[j], last), np.where(m, free, -np.inf).max(axis=1))
-                c = st + self.dur[j]
-                k = int(np.lexsort((self.dur[j], c))[0])
-                s = st[k]
+                i = int(np.lexsort((self.dur[j], c))[0])
+                k, s = i, float(st[i])
+            if not np.isfinite(s):
+                return math.inf, choice, start
             last = s
             e = s + self.dur[j][k]
             free[m[k]] = e
+            if self.nr:
+                ends.append(e)
+                dems.append(self.dem[j][k])
             comp[j] = e
             choice[j] = k
             start[j] = s

@@ -64,6 +64,7 @@ PIN_WALL_S = 1.0    # s: most wall time of one GPU pinning (pin_gpus)
 DECODE_SHARE = 0.02  # of the limit (at most PIN_WALL_S) kept after the last model for its decode's pinning
 TWINS = True       # order identical nodes by their first job in the relaxations (offline_symmetry)
 CORE_SHARE = 0.6   # of the class model's time: core-based workers when the default ones have not proven it
+LS_ALONE = 0.6     # of the time left: local search where there is no node-exact model (too many options)
 
 
 def core_params(threads: int) -> dict | None:
@@ -420,6 +421,8 @@ def hint_assignment(inst: Instance, opts, sched: Schedule | None) -> dict | None
                     k = kk
                     break
                 continue
+            if o.level is not None and o.level != (seg.alloc.cpus_per_gpu, seg.alloc.mem_gb_per_gpu):
+                continue
             if o.cls is not None and _same_class(o.cls, class_of(seg.alloc)):
                 # a class may have variants (parameter servers on the node or not, how many): the one the
                 # allocation holds, the most CPUs/memory of those (the servers it has)
@@ -502,6 +505,9 @@ def decode(inst: Instance, opts, sol, method: str, deadline: float | None = None
         moved = {j: dataclasses.replace(o, cls=("nodes", groups[o.cls[1]], o.cls[2]))
                  if o.cls is not None and o.cls[0] == "node" and o.cls[1] in groups else o for j, o in chosen.items()}
         best = better(best, oc.best_retime(inst, order, lambda: oc.mixed_chooser(moved), method))
+    if any(o.level is not None and o.alloc is None for o in chosen.values()):
+        # variant: classes split by CPU/memory level take the fastest level that fits when they start
+        best = better(best, oc.best_retime(inst, order, lambda: oc.mixed_chooser(chosen, levels=False), method))
     if any(o.ps_local is not None for o in chosen.values()):
         # variant: PS jobs keep their parameter servers on or off their node, as the model chose
         best = better(best, oc.best_retime(inst, order, lambda: oc.mixed_chooser(chosen, ps_side=True), method))
@@ -593,6 +599,10 @@ def pin_gpus(inst: Instance, opts, sol, time_limit: float = 2.0,   # determinist
         if o.alloc is not None and set(gids) == set(o.alloc.gpus):
             continue
         alloc = [a for a, _ in oc.allocations_on(inst, inst.jobs[j], gids)]
+        lv = o.level if o.alloc is None else (o.alloc.cpus_per_gpu, o.alloc.mem_gb_per_gpu)
+        if lv is not None:
+            # the model's CPU/memory level (a faster one may take CPUs it gave others)
+            alloc = [a for a in alloc if (a.cpus_per_gpu, a.mem_gb_per_gpu) == lv] or alloc
         if o.ps_local and o.cls is not None and o.cls[0] == "node":
             # the model's servers: all on the node, that many (the fastest placement may take CPUs it gave others)
             alloc = [a for a in alloc if set(a.ps_nodes) == {o.cls[1]} and len(a.ps_nodes) == (o.ps_count or
@@ -643,11 +653,30 @@ def _last_completion(best) -> float | None:
     return max(best[1].completion.values()) if best[1] is not None and best[1].completion else None
 
 
-def class_resources(inst: Instance) -> set:
+def class_resources(inst: Instance, levels: bool = False) -> set:
     """The capacities of a class model: node and cluster GPU counts, node-set cumulatives (no GPU identity),
-    and the node CPUs/memory that class options can overload (parameter servers kept on the node)."""
+    and the node CPUs/memory that class options can overload (parameter servers kept on the node, CPU/memory
+    levels when the classes are split by ``levels``)."""
     return {r for r in oc.capacities(inst) if r[0] in ("n", "all", "set")} | oc.binding_resources(
-        inst, oc.class_options(inst))
+        inst, oc.class_options(inst, levels))
+
+
+def refine_levels(inst: Instance, sol, classes, best, lb: float, time_limit: float | None, threads: int, seed: int,
+                  params: dict, t0: float, sat_params: dict | None = None):
+    """After a proven class model, where node CPUs or memory can bind: the class model split by CPU/memory
+    level (:func:`offline_candidates.class_options` with ``levels``), a tighter relaxation (the coarse one
+    gives a class the fastest level's speed and the cheapest level's CPUs) that CP-SAT may need much longer
+    for (64 GPUs / 50 jobs with levels: unproven after 30 s, the coarse one proven in 1.7 s). Its bound
+    and decoded schedule count either way; when it is proven it replaces the coarse model for what
+    follows. Returns (solution, classes, best, lb)."""
+    fine = oc.class_options(inst, levels=True)
+    if (sol["status"] != "OPTIMAL" or not any(o.level is not None for ol in fine for o in ol)
+            or not gap_open(objective_of(best), lb) or (time_limit is not None and time_limit < 0.2)):
+        return sol, classes, best, lb
+    sol_f, best, lb = solve_classes(inst, fine, class_resources(inst, True), best, lb, time_limit, threads, seed,
+                                    sat_params)
+    _phase(params, "relaxed-levels", sol_f, lb, best, t0)
+    return (sol_f, fine, best, lb) if sol_f["status"] == "OPTIMAL" else (sol, classes, best, lb)
 
 
 def solve_classes(inst: Instance, classes, res_cls: set, best, lb: float, time_limit: float | None, threads: int,
@@ -673,8 +702,11 @@ def after_exact(inst: Instance, concrete, res: set, best, lb: float, queue: bool
     not move either)."""
     classes = oc.class_options(inst)
     if not queue and sum(map(len, concrete)) >= COARSER * sum(map(len, classes)) and gap_open(objective_of(best), lb):
-        sol, best, lb = solve_classes(inst, classes, class_resources(inst), best, lb, left() * CLASS_SHARE, threads, seed)
+        t_cls, t1 = left() * CLASS_SHARE, time.perf_counter()
+        sol, best, lb = solve_classes(inst, classes, class_resources(inst), best, lb, t_cls, threads, seed)
         _phase(params, "relaxed", sol, lb, best, t0)
+        _, _, best, lb = refine_levels(inst, sol, classes, best, lb, t_cls - (time.perf_counter() - t1), threads,
+                                       seed, params, t0)
     if gap_open(objective_of(best), lb):
         lb = max(lb, time_indexed_lb(inst, concrete, {r for r in res if r[0] not in ("n", "all")}, best, left()))
     _phase(params, "lp-bounds", {"status": "-"}, lb, best, t0)
@@ -885,7 +917,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         best = better(best, improve(inst, sgs_opts, best, left, ls_share, time_limit, seed))
         _phase(params, "local-search", {"status": "-"}, lb, best, t0)
     classes = oc.class_options(inst)
-    t_rel = None if time_limit is None else left() * relaxed_share
+    t_rel, t1 = None if time_limit is None else left() * relaxed_share, time.perf_counter()
     res_cls = class_resources(inst)
     core = core_params(threads) if t_rel is not None else None
     t_default = None if t_rel is None else t_rel * (1 - CORE_SHARE if core else 1)
@@ -900,6 +932,10 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
             sol = sol2
         loaded = core if sol2["status"] == "OPTIMAL" else None
         _phase(params, "relaxed-core", sol2, lb, best, t0)
+    sol, classes, best, lb = refine_levels(inst, sol, classes, best, lb,
+                                           None if t_rel is None else t_rel - (time.perf_counter() - t1), threads, seed,
+                                           params, t0, loaded)
+    res_cls = class_resources(inst, any(o.level is not None for ol in classes for o in ol))
     if sol["status"] != "OPTIMAL" and time_limit is not None and gap_open(objective_of(best), lb):
         lb = max(lb, time_indexed_lb(inst, classes, res_cls, best, left() * LP_SHARE))
         _phase(params, "time-indexed-lp", {"status": "-"}, lb, best, t0)
@@ -990,10 +1026,13 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
                 break
             cur_opts, cur_sol = hyb, sol
     if use_ls and gap_open(obj, lb):
-        best = better(best, improve(inst, sgs_opts, best, left, ls_share, time_limit, seed + 1))
+        # without the node-exact model (too many options) local search is the incumbent's last chance:
+        # LS_ALONE of what is left, not the restricted exact model (CP-SAT rarely improves it there)
+        share = ls_share if mixed_opts is not None or time_limit is None else max(ls_share, LS_ALONE * left() / time_limit)
+        best = better(best, improve(inst, sgs_opts, best, left, share, time_limit, seed + 1))
         _phase(params, "local-search", {"status": "-"}, lb, best, t0)
         obj = objective_of(best)
-    if use_ls and lns_share > 0 and gap_open(obj, lb) and (left() is None or left() > 1):
+    if use_ls and mixed_opts is not None and lns_share > 0 and gap_open(obj, lb) and (left() is None or left() > 1):
         best = lns(inst, mixed_opts, best, res_all, None if time_limit is None else time.perf_counter() + left() * lns_share,
                    threads, seed)
         obj = objective_of(best)
@@ -1024,4 +1063,5 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
                                hint=hint_assignment(inst, concrete, best[0]))
         if sol2["choice"] is not None:
             best = better(best, decode(inst, concrete, sol2, SOLVER, end))
+        _phase(params, "restricted-exact", sol2, lb, best, t0)
     return finish(inst, best, lb, t0, SOLVER, ver, params)

@@ -87,7 +87,7 @@ def _rename(perm: dict):
                  *((tuple((tuple(sorted(map(n, nodes))), cnt) for nodes, cnt in c[3]),) if len(c) > 3 else ()))
         a = None if o.alloc is None else (tuple(sorted(map(gp, o.alloc.gpus))), tuple(sorted(map(n, o.alloc.ps_nodes))),
                                           o.alloc.cpus_per_gpu, o.alloc.mem_gb_per_gpu)
-        return (round(o.dur, 6), c, a, o.ps_local, o.ps_count)
+        return (round(o.dur, 6), c, a, o.ps_local, o.ps_count, o.level)
 
     return node, key
 

@@ -20,7 +20,7 @@ from formulations import brute, offline_cpsat, offline_milp, preemptive_bound
 from formulations import offline_candidates as oc
 from jctlab.errors import InputError
 from jctlab.generators import offline_instance, static_instance
-from jctlab.model import Allocation, Instance
+from jctlab.model import Allocation, Instance, Schedule, Segment
 from jctlab.replay import replay
 from jctlab.speed import duration
 
@@ -532,14 +532,15 @@ def test_class_duration_bounds_below_every_allocation(seed, pick):
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10_000), pick=st.integers(0, 10_000))
 def test_node_classes_bound_every_single_node_allocation_with_its_cpus(seed, pick):
-    """Law: every single-node allocation (any GPUs, PS nodes and level) has an option of its class
-    ("node", v, n) that is no longer and holds no more GPUs, CPUs or memory anywhere, so the class model
+    """Law: every single-node allocation that fits its node (any GPUs, PS nodes and level) has an option of
+    its class ("node", v, n), in the coarse classes and in those split by CPU/memory level, that is no
+    longer and holds no more GPUs, CPUs or memory anywhere, so the class model
     with node CPU/memory cumulatives (a parameter server kept on the node costs its CPUs there, one
     elsewhere costs the locality penalty) is still a relaxation."""
     inst = offline_instance(gpus=6, nodes=2, jobs=4, max_size=4, variability=0.2, locality_penalty=1.4,
-                            cpu_mem=seed % 3 == 0, ps=True, seed=seed)
+                            cpu_mem=seed % 3 != 2, ps=seed % 4 != 1, seed=seed)
     rng = random.Random(pick)
-    classes = oc.class_options(inst)
+    coarse, fine = oc.class_options(inst), oc.class_options(inst, levels=True)
     names = [nd.name for nd in inst.cluster.nodes]
     for j, job in enumerate(inst.jobs):
         nd = rng.choice(inst.cluster.nodes)
@@ -551,9 +552,12 @@ def test_node_classes_bound_every_single_node_allocation_with_its_cpus(seed, pic
         a = Allocation(tuple(rng.sample([g.id for g in nd.gpus], n)), psn, *rng.choice(job.level_choices))
         d = duration(job, a, inst.cluster)
         held = oc.demand_of(inst, job, a)
-        same = [o for o in classes[j] if o.cls == ("node", nd.name, n)]
-        assert any(o.dur <= d * (1 + 1e-12) and all(v <= held.get(r, 0) + 1e-9 for r, v in o.demand.items())
-                   for o in same), (a, d, [(o.dur, o.demand) for o in same])
+        if not oc.fits_alone(held, oc.capacities(inst)):
+            continue        # more CPUs or memory than the node has: in no schedule
+        for classes in (coarse, fine):
+            same = [o for o in classes[j] if o.cls == ("node", nd.name, n)]
+            assert any(o.dur <= d * (1 + 1e-12) and all(v <= held.get(r, 0) + 1e-9 for r, v in o.demand.items())
+                       for o in same), (a, d, [(o.dur, o.demand) for o in same])
 
 
 def _ps_beside_jobs(seed: int) -> Instance:
@@ -642,6 +646,65 @@ def test_class_model_prices_each_parameter_server_count():
         assert b_old <= b_new * (1 + 1e-9) and b_new <= opt * (1 + 1e-9)
         tighter += b_new > b_old * (1 + 1e-6)
     assert tighter >= 1
+
+
+def _cpu_hungry_jobs(seed: int) -> Instance:
+    """One 4-GPU node of 16 CPUs and three 2-GPU jobs that arrive together, each 30-60 % faster with 6 CPUs
+    per GPU: two of them side by side fit only if one takes 2 CPUs per GPU (or both the fair share)."""
+    inst = tiny(seed, gpus=4, nodes=1, jobs=3, max_size=2, elastic=0.0, variability=0.05, cpu_mem=True, ps=False,
+                interarrival_s=1.0)
+    d = inst.to_dict()
+    for k, j in enumerate(d["jobs"]):
+        j["sizes"] = [2]
+        j["cpu_mem"] = {"levels": [[2.0, 16.0, 0.8], [6.0, 48.0, 1.3 + 0.1 * k]]}
+    return Instance.from_dict(d)
+
+
+def test_class_model_prices_each_cpu_memory_level():
+    """Where a node's CPUs can bind, a node class has one option per undominated CPU/memory level (its
+    speed, its CPUs and memory): the class bound is above the model that gave the fastest level the CPUs
+    of the cheapest (the coarse classes) and below the brute-force optimum; the relaxed path runs it after
+    the coarse model and decodes the model's levels into a valid schedule."""
+    tighter = 0
+    for seed in (0, 1, 2):
+        inst = _cpu_hungry_jobs(seed)
+        classes, coarse = oc.class_options(inst, levels=True), oc.class_options(inst)
+        for ol, ol_c in zip(classes, coarse):
+            levels = sorted((o.level for o in ol if o.cls == ("node", "n0", 2)), key=str)
+            # (4, 32) on these nodes is the fair share (None, None): counted once
+            assert levels == sorted([(None, None), (2.0, 16.0), (6.0, 48.0)], key=str), levels
+            assert len(ol_c) == 1 and ol_c[0].dur == min(o.dur for o in ol) and ol_c[0].level is None
+            assert ol_c[0].demand[("cpu", "n0")] == 2 * 2.0
+        res = offline_cpsat.class_resources(inst, levels=True)
+        assert ("cpu", "n0") in res
+        new = offline_cpsat.build_and_solve(inst, classes, res, time_limit=10, threads=1, seed=0)
+        old = offline_cpsat.build_and_solve(inst, coarse, offline_cpsat.class_resources(inst), time_limit=10,
+                                            threads=1, seed=0)
+        assert new["status"] == old["status"] == "OPTIMAL"
+        b_new = offline_cpsat.bound_from_units(inst, new["bound_units"], new["unit"])
+        b_old = offline_cpsat.bound_from_units(inst, old["bound_units"], old["unit"])
+        opt = brute.solve(inst).objective
+        assert b_old <= b_new * (1 + 1e-9) and b_new <= opt * (1 + 1e-9)
+        tighter += b_new > b_old * (1 + 1e-6)
+        r = _solve_relaxed_path(inst)
+        check_valid(inst, r)
+        assert "relaxed-levels" in [p["phase"] for p in r.params["phases"]] or r.status == "optimal"
+        assert b_new * (1 - 1e-9) <= r.lower_bound <= opt * (1 + 1e-9)
+    assert tighter >= 2
+
+
+def test_class_levels_only_where_cpus_or_memory_can_bind():
+    """No split where the node holds every GPU at the job's largest level (and no job has parameter
+    servers): one class, fastest level, least CPUs/memory; a dominated level is never an option."""
+    inst = _cpu_hungry_jobs(0)
+    nd = inst.cluster.nodes[0]
+    job = inst.jobs[0]
+    assert len(oc.class_levels(inst, job, nd)) == 3
+    roomy = dataclasses.replace(inst, cluster=dataclasses.replace(
+        inst.cluster, nodes=(dataclasses.replace(nd, cpus=24.0, mem_gb=192.0),)))
+    assert oc.class_levels(roomy, job, roomy.cluster.nodes[0]) == [None]
+    slow = dataclasses.replace(job, cpu_mem=dataclasses.replace(job.cpu_mem, levels=job.cpu_mem.levels + ((8.0, 64.0, 1.0),)))
+    assert (8.0, 64.0) not in oc.class_levels(inst, slow, nd)
 
 
 def test_restricted_options_place_parameter_servers_off_a_full_node(monkeypatch):
@@ -809,13 +872,43 @@ def test_local_search_and_lns_incumbents_are_replayed(seed):
     opt = brute.solve(inst).objective
     mixed = oc.node_complete_options(inst)
     res = {r for r in oc.capacities(inst) if r[0] in ("g", "n", "all")}
-    assert oc.SGS.applicable(inst, mixed, res)
+    assert oc.SGS.applicable(inst, mixed)
     out = oc.local_search(inst, mixed, [list(range(len(inst.jobs)))], None, max_iters=300)
     assert out is not None
     sched, rep = oc.best_retime(inst, out[1], lambda: oc.fixed_chooser(out[2]), "x")
     assert rep.valid and rep.objective >= opt * (1 - 1e-9)
     best = offline_cpsat.lns(inst, mixed, (sched, rep), res, None, 1, 0, window=3, rounds=3)
     assert best[1].valid and opt * (1 - 1e-9) <= best[1].objective <= rep.objective + 1e-9
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), order_seed=st.integers(0, 10_000))
+def test_list_schedules_hold_node_cpus_and_memory(seed, order_seed):
+    """Law: where CPU/memory levels and parameter servers can overload a node, the list schedule of any
+    order (earliest completion per job) is itself a valid schedule: its starts and allocations replay
+    valid, with its objective."""
+    inst = offline_instance(gpus=8, nodes=2, jobs=6, max_size=4, variability=0.1, locality_penalty=1.3,
+                            cpu_mem=True, ps=seed % 2 == 0, interarrival_s=300, seed=seed)
+    opts = oc.node_complete_options(inst)
+    sg = oc.SGS(inst, opts)
+    order = list(range(len(inst.jobs)))
+    random.Random(order_seed).shuffle(order)
+    obj, choice, start = sg.run(order)
+    segs = tuple(Segment(inst.jobs[j].name, float(start[j]), None, sg.opts[j][choice[j]].alloc) for j in order)
+    rep = replay(inst, Schedule(inst.name, "sgs", segs))
+    assert rep.valid, rep.error
+    assert math.isclose(rep.objective, obj, rel_tol=1e-9)
+
+
+def test_list_scheduling_waits_for_node_cpus():
+    """Two 2-GPU jobs at 6 CPUs per GPU on a 4-GPU node of 16 CPUs: the second waits for the first's CPUs
+    though two GPUs are free (without the CPUs both would start at once)."""
+    inst = _cpu_hungry_jobs(0)
+    opts = [[o for o in ol if o.alloc.cpus_per_gpu == 6.0] for ol in oc.node_complete_options(inst)]
+    sg = oc.SGS(inst, opts)
+    obj, choice, start = sg.run([0, 1, 2])
+    first_end = start[0] + sg.opts[0][choice[0]].dur
+    assert start[1] >= first_end - 1e-9 and start[2] >= start[1]
 
 
 def test_spread_candidates_let_list_scheduling_run_where_jobs_must_spread(monkeypatch):
@@ -826,9 +919,9 @@ def test_spread_candidates_let_list_scheduling_run_where_jobs_must_spread(monkey
     mixed = oc.node_complete_options(inst)
     res = {r for r in oc.capacities(inst) if r[0] in ("g", "n", "all")}
     must_spread = [j for j, ol in enumerate(mixed) if not any(o.alloc is not None for o in ol)]
-    assert must_spread == [1, 2] and not oc.SGS.applicable(inst, mixed, res)
+    assert must_spread == [1, 2] and not oc.SGS.applicable(inst, mixed)
     sgs = oc.with_spread_candidates(inst, mixed)
-    assert oc.SGS.applicable(inst, sgs, res)
+    assert oc.SGS.applicable(inst, sgs)
     for j in must_spread:
         cand = [o for o in sgs[j] if o.alloc is not None]
         assert len({o.alloc.gpus for o in cand}) == 3          # every node pair, 4 + 4 GPUs

@@ -64,7 +64,6 @@ PIN_WALL_S = 1.0    # s: most wall time of one GPU pinning (pin_gpus)
 DECODE_SHARE = 0.02  # of the limit (at most PIN_WALL_S) kept after the last model for its decode's pinning
 TWINS = True       # order identical nodes by their first job in the relaxations (offline_symmetry)
 CORE_SHARE = 0.6   # of the class model's time: core-based workers when the default ones have not proven it
-LS_ALONE = 0.6     # of the time left: local search where there is no node-exact model (too many options)
 
 
 def core_params(threads: int) -> dict | None:
@@ -127,7 +126,10 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
     (variability) remain relaxed. ``set_cumulatives``: GPU-count cumulatives over the nodes
     of a node set T (``("set", T)`` in ``resources``, :func:`offline_candidates.node_subsets`;
     spread options carry their own proven lower-bound demand on T, others their GPU count on T).
+
+    ``time_limit`` covers building the model too (CP-SAT gets what is left of it).
     """
+    t_build = time.perf_counter()
     u = unit or _unit(inst, opts)
     cap = oc.capacities(inst)
     m = cp_model.CpModel()
@@ -254,7 +256,7 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
     p.num_workers = max(1, int(threads))
     p.random_seed = int(seed)
     if time_limit is not None:
-        p.max_time_in_seconds = max(0.01, float(time_limit))
+        p.max_time_in_seconds = max(0.01, float(time_limit) - (time.perf_counter() - t_build))
     for k, v in (SAT_PARAMS if sat_params is None else sat_params).items():
         if isinstance(v, (list, tuple)):
             getattr(p, k).extend(v)
@@ -754,6 +756,7 @@ def better(a, b):
 
 
 LS_ITERS = 4000   # local-search moves per call when there is no time limit (deterministic)
+SGS_OPTION_S = 1e-5   # s per option to set up list scheduling (measured 9 µs at 150 000 options)
 
 
 def improve(inst: Instance, opts, best, left, share: float, time_limit, seed: int, extra: list | None = None):
@@ -770,6 +773,8 @@ def improve(inst: Instance, opts, best, left, share: float, time_limit, seed: in
             seeds.insert(1, order)
     seeds += extra or []
     deadline = None if time_limit is None else time.perf_counter() + min(left(), share * time_limit)
+    if deadline is not None and deadline - time.perf_counter() < SGS_OPTION_S * sum(map(len, opts)) + 0.2:
+        return (None, None)         # not even time to set the list scheduler up (256 GPUs with PS: 1.3 s)
     r = oc.local_search(inst, opts, seeds, deadline, rng_seed=seed,
                         max_iters=LS_ITERS if time_limit is None else None)
     if r is None:
@@ -1026,9 +1031,10 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
                 break
             cur_opts, cur_sol = hyb, sol
     if use_ls and gap_open(obj, lb):
-        # without the node-exact model (too many options) local search is the incumbent's last chance:
-        # LS_ALONE of what is left, not the restricted exact model (CP-SAT rarely improves it there)
-        share = ls_share if mixed_opts is not None or time_limit is None else max(ls_share, LS_ALONE * left() / time_limit)
+        # without the node-exact model (too many options) local search takes the rest of the time, not the
+        # restricted exact model: CP-SAT's presolve of that alone takes 2.4 s at 64 GPUs / 50 jobs with PS, and
+        # it did not improve an incumbent in our runs (docs/oracle-offline.md, follow-up 18)
+        share = ls_share if mixed_opts is not None or time_limit is None else last_model_time(time_limit, left()) / time_limit
         best = better(best, improve(inst, sgs_opts, best, left, share, time_limit, seed + 1))
         _phase(params, "local-search", {"status": "-"}, lb, best, t0)
         obj = objective_of(best)
@@ -1055,8 +1061,9 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         params["model"] = "relaxed+node-exact"
         _phase(params, "node-exact", sol, lb, best, t0)
         return finish(inst, best, lb, t0, SOLVER, ver, params)
-    # ... otherwise the exact model over a restricted concrete space for a better incumbent
-    if gap_open(obj, lb) and all(concrete) and (left() is None or left() > 0.05):
+    # ... otherwise, where local search does not apply (interference), the exact model over a restricted
+    # concrete space for a better incumbent
+    if gap_open(obj, lb) and all(concrete) and (left() is None or left() > 0.05 and not use_ls):
         res = {r for r in cap_res if r[0] in ("g", "n", "all")} | oc.binding_resources(inst, concrete)
         sol2 = build_and_solve(inst, concrete, res, time_limit=last_model_time(time_limit, left()), threads=threads,
                                seed=seed,

@@ -7,7 +7,8 @@ A size ``GxJ`` is G GPUs (G/4 nodes, at least 1) and J jobs of
 variability=0.05, locality_penalty=1.2)``. Certified gap = (objective − lower bound) / lower bound.
 ``--interarrival 300`` makes queues (jobs wait for GPUs): the loaded rows of docs/oracle-offline.md.
 ``--variability 0`` makes identical nodes (same GPU types, no per-GPU variability), ``--ps`` gives odd
-jobs parameter servers.
+jobs parameter servers, ``--cpu-mem`` every job a CPU/memory sensitivity table, ``--gpus-per-node 8`` the
+benchmark's node shape.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ def main(argv=None) -> int:
     ap.add_argument("--interarrival", type=float, default=900.0, help="mean seconds between arrivals")
     ap.add_argument("--variability", type=float, default=0.05, help="per-GPU variability (0: identical GPUs)")
     ap.add_argument("--ps", action="store_true", help="odd jobs use parameter servers")
+    ap.add_argument("--cpu-mem", action="store_true", help="every job has a CPU/memory sensitivity table")
+    ap.add_argument("--gpus-per-node", type=int, default=None,
+                    help="GPUs per node (default: 4, 2 below 8 GPUs)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -47,9 +51,11 @@ def main(argv=None) -> int:
             "|---:|---:|---|---:|---:|---:|---:|"]
     for size in a.sizes.split(","):
         g, j = (int(x) for x in size.lower().split("x"))
-        insts = [offline_instance(gpus=g, nodes=max(1, g // 4) if g >= 8 else max(1, g // 2), jobs=j,
+        per = a.gpus_per_node or (4 if g >= 8 else 2)
+        insts = [offline_instance(gpus=g, nodes=max(1, g // per), jobs=j,
                                   interarrival_s=a.interarrival, duration_h=(0.1, 2), max_size=min(8, g),
-                                  variability=a.variability, locality_penalty=1.2, ps=a.ps, seed=s)
+                                  variability=a.variability, locality_penalty=1.2, ps=a.ps, cpu_mem=a.cpu_mem,
+                                  seed=s)
                  for s in range(a.seeds)]
         for m in a.methods.split(","):
             opt, gaps, times = 0, [], []

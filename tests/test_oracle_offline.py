@@ -637,15 +637,22 @@ def test_class_model_prices_each_parameter_server_count():
                 out.append(dataclasses.replace(fast, demand=cheap.demand, ps_count=None))
             merged.append(out)
         res = offline_cpsat.class_resources(inst)
-        new = offline_cpsat.build_and_solve(inst, classes, res, time_limit=10, threads=1, seed=0)
-        old = offline_cpsat.build_and_solve(inst, merged, res, time_limit=10, threads=1, seed=0)
-        assert new["status"] == old["status"] == "OPTIMAL"
-        b_new = offline_cpsat.bound_from_units(inst, new["bound_units"], new["unit"])
-        b_old = offline_cpsat.bound_from_units(inst, old["bound_units"], old["unit"])
-        opt = brute.solve(inst).objective
-        assert b_old <= b_new * (1 + 1e-9) and b_new <= opt * (1 + 1e-9)
+        b_old, b_new, _ = _finer_class_bound(inst, (classes, res), (merged, res))
         tighter += b_new > b_old * (1 + 1e-6)
     assert tighter >= 1
+
+
+def _finer_class_bound(inst, fine, coarse) -> tuple[float, float, float]:
+    """Solves two class models, (options, resources) each, both to optimality: the finer one's bound lies
+    between the coarser one's and the brute-force optimum. Returns (coarse bound, fine bound, optimum)."""
+    b = []
+    for opts, res in (coarse, fine):
+        sol = offline_cpsat.build_and_solve(inst, opts, res, time_limit=10, threads=1, seed=0)
+        assert sol["status"] == "OPTIMAL"
+        b.append(offline_cpsat.bound_from_units(inst, sol["bound_units"], sol["unit"]))
+    opt = brute.solve(inst).objective
+    assert b[0] <= b[1] * (1 + 1e-9) and b[1] <= opt * (1 + 1e-9)
+    return b[0], b[1], opt
 
 
 def _cpu_hungry_jobs(seed: int) -> Instance:
@@ -677,14 +684,7 @@ def test_class_model_prices_each_cpu_memory_level():
             assert ol_c[0].demand[("cpu", "n0")] == 2 * 2.0
         res = offline_cpsat.class_resources(inst, levels=True)
         assert ("cpu", "n0") in res
-        new = offline_cpsat.build_and_solve(inst, classes, res, time_limit=10, threads=1, seed=0)
-        old = offline_cpsat.build_and_solve(inst, coarse, offline_cpsat.class_resources(inst), time_limit=10,
-                                            threads=1, seed=0)
-        assert new["status"] == old["status"] == "OPTIMAL"
-        b_new = offline_cpsat.bound_from_units(inst, new["bound_units"], new["unit"])
-        b_old = offline_cpsat.bound_from_units(inst, old["bound_units"], old["unit"])
-        opt = brute.solve(inst).objective
-        assert b_old <= b_new * (1 + 1e-9) and b_new <= opt * (1 + 1e-9)
+        b_old, b_new, opt = _finer_class_bound(inst, (classes, res), (coarse, offline_cpsat.class_resources(inst)))
         tighter += b_new > b_old * (1 + 1e-6)
         r = _solve_relaxed_path(inst)
         check_valid(inst, r)

@@ -346,12 +346,9 @@ def _filter(opts: list[Option]) -> list[Option]:
         for r, v in o.demand.items():
             dem[i, keys[r]] = v
     dur = np.array([o.dur for o in opts])
-    kept: list[int] = []
-    for i in range(len(opts)):
-        if kept and np.any((dur[kept] <= dur[i]) & np.all(dem[kept] <= dem[i] + 1e-12, axis=1)):
-            continue
-        kept.append(i)
-    return [opts[i] for i in kept]
+    # dominance is transitive, so "no kept option before i dominates i" is "no option before i does"
+    dom = (dur[:, None] <= dur[None, :]) & np.all(dem[:, None, :] <= dem[None, :, :] + 1e-12, axis=2)
+    return [opts[i] for i in np.flatnonzero(~np.triu(dom, 1).any(axis=0))]
 
 
 def _ps_choices(job: Job, nodes: Sequence[str]) -> list[tuple[str, ...]]:

@@ -851,12 +851,14 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     Large instances, in order: greedy; list-scheduling local search (``ls_share`` of the limit; jobs
     larger than every node get concrete spread candidates); class model (``relaxed_share`` of what is
     left; with a time limit and < 4 threads, ``1 − CORE_SHARE`` of that with the default workers, then,
-    if unproven, the rest with the core-based ones, which then also solve the later models);
-    lazy-variability hybrid rounds (at most ``hybrid_rounds``, each ``hybrid_share`` of what is left,
+    if unproven, the rest with the core-based ones, which then also solve the later models); where node
+    CPUs/memory can bind, the class model split by CPU/memory level with what is left of the class model's
+    time (:func:`refine_levels`); lazy-variability hybrid rounds (at most ``hybrid_rounds``, each ``hybrid_share`` of what is left,
     none started after ``hybrid_stop`` of the limit, ≤ ``hybrid_add`` new options a round;
     ``hybrid_per_node``: a cheater becomes exact only on the node the model put it on,
     :func:`offline_candidates.hybrid_node_options`); local search again; LNS in the exact option
-    model (``lns_share`` of what is left); node-exact model for the rest. The node assignments of the
+    model (``lns_share`` of what is left); node-exact model for the rest (without one, too many options:
+    local search for the rest, or where it does not apply the exact model over restricted options). The node assignments of the
     class solution, of each hybrid solution and of the incumbent before the node-exact phase are also
     decoded exactly per node (:func:`node_decode`, ``node_decode_share`` of the limit each). The bound
     is the max of the proven bounds of the class, hybrid and node-exact models, the preemptive LP and the per-job

@@ -49,7 +49,8 @@ class Option:
     cls: tuple | None = None             # relaxed class: ("node", name, n) | ("spread", n)
     ps_local: bool | None = None         # a PS job's node class: its PS on that node (True) or not (False)
     ps_count: int | None = None          # ... with ps_local True: that many servers, all on the node
-    level: tuple | None = None           # a node class split by CPU/memory level: (cpus, mem) per GPU, (None, None) fair
+    level: tuple | None = None           # a node class split by CPU/memory level: (cpus, mem) per GPU,
+                                         # (None, None) the fair share
 
 
 # ----------------------------------------------------------------------------- basic helpers

@@ -858,7 +858,8 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     ``hybrid_per_node``: a cheater becomes exact only on the node the model put it on,
     :func:`offline_candidates.hybrid_node_options`); local search again; LNS in the exact option
     model (``lns_share`` of what is left); node-exact model for the rest (without one, too many options:
-    local search for the rest, or where it does not apply the exact model over restricted options). The node assignments of the
+    local search for the rest, or where it does not apply the exact model over restricted options). The
+    node assignments of the
     class solution, of each hybrid solution and of the incumbent before the node-exact phase are also
     decoded exactly per node (:func:`node_decode`, ``node_decode_share`` of the limit each). The bound
     is the max of the proven bounds of the class, hybrid and node-exact models, the preemptive LP and the per-job
@@ -1036,7 +1037,8 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         # without the node-exact model (too many options) local search takes the rest of the time, not the
         # restricted exact model: CP-SAT's presolve of that alone takes 2.4 s at 64 GPUs / 50 jobs with PS, and
         # it did not improve an incumbent in our runs (docs/oracle-offline.md, follow-up 18)
-        share = ls_share if mixed_opts is not None or time_limit is None else last_model_time(time_limit, left()) / time_limit
+        share = (ls_share if mixed_opts is not None or time_limit is None
+                 else last_model_time(time_limit, left()) / time_limit)
         best = better(best, improve(inst, sgs_opts, best, left, share, time_limit, seed + 1))
         _phase(params, "local-search", {"status": "-"}, lb, best, t0)
         obj = objective_of(best)

@@ -513,7 +513,8 @@ def test_bounds_below_every_schedule(seed, order_seed, cpu_mem, ps):
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10_000), pick=st.integers(0, 10_000))
 def test_class_duration_bounds_below_every_allocation(seed, pick):
-    """Law: a class's duration bound is ≤ the exact duration of every allocation in the class."""
+    """Law: a class's duration bound is ≤ the exact duration of every allocation in the class, and a job's
+    p_min ≤ that of every allocation that fits its nodes."""
     inst = offline_instance(gpus=6, nodes=2, jobs=3, max_size=4, variability=0.2, locality_penalty=1.4,
                             cpu_mem=True, ps=seed % 2 == 0, seed=seed)
     rng = random.Random(pick)
@@ -526,7 +527,10 @@ def test_class_duration_bounds_below_every_allocation(seed, pick):
         d = duration(job, Allocation(tuple(gpus), psn, *lv), inst.cluster)
         lb = oc.single_node_lb(inst, job, nodes[0], n) if len(nodes) == 1 else oc.spread_lb(inst, job, n)
         assert lb is not None and lb <= d * (1 + 1e-12)
-        assert oc.p_min(inst)[j] <= d * (1 + 1e-12)
+        a = Allocation(tuple(gpus), psn, *lv)
+        if oc.fits_alone(oc.demand_of(inst, job, a), oc.capacities(inst)):
+            # p_min leaves out levels that overload the node (no schedule holds more CPUs than it has)
+            assert oc.p_min(inst)[j] <= d * (1 + 1e-12)
 
 
 @settings(max_examples=40, deadline=None)

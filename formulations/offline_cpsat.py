@@ -1039,7 +1039,9 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         # it did not improve an incumbent in our runs (docs/oracle-offline.md, follow-up 18)
         share = (ls_share if mixed_opts is not None or time_limit is None
                  else last_model_time(time_limit, left()) / time_limit)
-        best = better(best, improve(inst, sgs_opts, best, left, share, time_limit, seed + 1))
+        # the last model solution's start order is one more seed (the class model's, without hybrid rounds)
+        extra = [sorted(range(len(inst.jobs)), key=lambda j: (sol["start"][j], j))] if sol.get("start") else None
+        best = better(best, improve(inst, sgs_opts, best, left, share, time_limit, seed + 1, extra=extra))
         _phase(params, "local-search", {"status": "-"}, lb, best, t0)
         obj = objective_of(best)
     if use_ls and mixed_opts is not None and lns_share > 0 and gap_open(obj, lb) and (left() is None or left() > 1):

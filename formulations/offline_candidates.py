@@ -93,6 +93,17 @@ def max_speedup(job: Job) -> float:
     return max([1.0] + [s for _, _, s in job.cpu_mem.levels])
 
 
+def level_of(alloc: Allocation) -> tuple:
+    """An allocation's CPU/memory level as (cpus_per_gpu, mem_gb_per_gpu); (None, None) is the fair share."""
+    return (alloc.cpus_per_gpu, alloc.mem_gb_per_gpu)
+
+
+def per_gpu(nd, level: tuple) -> tuple[float, float]:
+    """CPUs and memory that one GPU of node ``nd`` holds at ``level`` (the node's fair share for None)."""
+    c, m = level
+    return (nd.fair_cpus if c is None else c, nd.fair_mem_gb if m is None else m)
+
+
 def level_speedup(job: Job, level: tuple) -> float:
     """The cpu_mem speedup of ``level`` ((None, None): the fair share, speedup 1)."""
     return 1.0 if level == (None, None) else job.cpu_mem.speedup(*level)
@@ -106,8 +117,7 @@ def class_levels(inst: Instance, job: Job, nd) -> list[tuple | None]:
     memory is dropped; the fair share and a level equal to it count once)."""
     if job.cpu_mem is None:
         return [None]
-    per = [(lv, level_speedup(job, lv), nd.fair_cpus if lv[0] is None else lv[0],
-            nd.fair_mem_gb if lv[1] is None else lv[1]) for lv in job.level_choices]
+    per = [(lv, level_speedup(job, lv), *per_gpu(nd, lv)) for lv in job.level_choices]
     k = len(nd.gpus)
     if (not any(jb.ps is not None for jb in inst.jobs) and k * max(c for *_, c, _ in per) <= nd.cpus * (1 + EPS)
             and k * max(m for *_, m in per) <= nd.mem_gb * (1 + EPS)):
@@ -123,14 +133,16 @@ def class_levels(inst: Instance, job: Job, nd) -> list[tuple | None]:
 def demand_of(inst: Instance, job: Job, alloc: Allocation) -> dict:
     """Resources held (same rule as the engine: fair share when the level is None)."""
     cl = inst.cluster
+    lv = level_of(alloc)
+    held: dict = {}
     d: dict = {}
     for g in alloc.gpus:
         n = g.split(":", 1)[0]
-        node = cl.node[n]
         d[("g", g)] = 1
         d[("n", n)] = d.get(("n", n), 0) + 1
-        d[("cpu", n)] = d.get(("cpu", n), 0.0) + (node.fair_cpus if alloc.cpus_per_gpu is None else alloc.cpus_per_gpu)
-        d[("mem", n)] = d.get(("mem", n), 0.0) + (node.fair_mem_gb if alloc.mem_gb_per_gpu is None else alloc.mem_gb_per_gpu)
+        c, m = held[n] if n in held else held.setdefault(n, per_gpu(cl.node[n], lv))
+        d[("cpu", n)] = d.get(("cpu", n), 0.0) + c
+        d[("mem", n)] = d.get(("mem", n), 0.0) + m
     d[("all",)] = len(alloc.gpus)
     if job.ps is not None:
         for n in alloc.ps_nodes:
@@ -735,13 +747,13 @@ def _class_options(inst: Instance, levels: bool) -> list[list[Option]]:
         opts = []
         for n in job.sizes:
             for nd in inst.cluster.nodes:
-                if single_node_lb(inst, job, nd.name, n) is None:
-                    continue
                 # one class per CPU/memory level where the node's CPUs or memory can bind (that level's speed
                 # and CPUs/memory), else one with the fastest level and the least CPUs/memory
                 first = len(opts)
                 for lv in class_levels(inst, job, nd):
                     d = single_node_lb(inst, job, nd.name, n, level=lv)
+                    if d is None:       # fewer than n GPUs the job can use on the node: at no level
+                        break
                     dem = node_class_demand(job, nd, n, lv)
                     if job.ps is None or pen <= 1.0:
                         if lv is None or fits_alone(dem, cap):
@@ -771,9 +783,9 @@ def node_class_demand(job: Job, nd, n: int, level: tuple | None = None) -> dict:
     """What every allocation of ``n`` GPUs on node ``nd`` (at ``level``, when given) holds at least: the GPU
     counts, and on the node ``n`` × the smallest CPUs and memory per GPU among the job's levels (the fair
     share when None)."""
-    levels = job.level_choices if level is None else (level,)
-    cpus = min(nd.fair_cpus if c is None else c for c, _ in levels)
-    mem = min(nd.fair_mem_gb if m is None else m for _, m in levels)
+    held = [per_gpu(nd, lv) for lv in (job.level_choices if level is None else (level,))]
+    cpus = min(c for c, _ in held)
+    mem = min(m for _, m in held)
     return {("n", nd.name): n, ("all",): n, ("cpu", nd.name): n * cpus, ("mem", nd.name): n * mem}
 
 
@@ -885,7 +897,7 @@ def fixed_chooser(allocs: dict[int, Allocation], ps_free: set[int] | frozenset =
             if j not in cache:
                 opts = allocations_on(inst, job, a.gpus)
                 d0 = next((d for b, d in opts if b == a), None)
-                cache[j] = [b for b, d in opts if (b.cpus_per_gpu, b.mem_gb_per_gpu) == (a.cpus_per_gpu, a.mem_gb_per_gpu)
+                cache[j] = [b for b, d in opts if level_of(b) == level_of(a)
                             and (d0 is None or d <= d0 * (1 + 1e-9))] or [a]
             fits = [b for b in cache[j] if _fits_now(inst, demand_of(inst, job, b), free, cpu, mem)]
             return min(fits, key=lambda b: (_ps_spot(b, free), b != a)) if fits else None
@@ -929,7 +941,7 @@ def class_chooser(classes: dict[int, tuple | None], ps_local: dict[int, tuple] |
                 continue
             if count is not None and count != len(alloc.ps_nodes):
                 continue
-            if lv is not None and lv != (alloc.cpus_per_gpu, alloc.mem_gb_per_gpu):
+            if lv is not None and lv != level_of(alloc):
                 continue
             dem = demand_of(inst, job, alloc)
             key = (d, _ps_spot(alloc, free))

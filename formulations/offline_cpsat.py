@@ -423,7 +423,7 @@ def hint_assignment(inst: Instance, opts, sched: Schedule | None) -> dict | None
                     k = kk
                     break
                 continue
-            if o.level is not None and o.level != (seg.alloc.cpus_per_gpu, seg.alloc.mem_gb_per_gpu):
+            if o.level is not None and o.level != oc.level_of(seg.alloc):
                 continue
             if o.cls is not None and _same_class(o.cls, class_of(seg.alloc)):
                 # a class may have variants (parameter servers on the node or not, how many): the one the
@@ -601,10 +601,10 @@ def pin_gpus(inst: Instance, opts, sol, time_limit: float = 2.0,   # determinist
         if o.alloc is not None and set(gids) == set(o.alloc.gpus):
             continue
         alloc = [a for a, _ in oc.allocations_on(inst, inst.jobs[j], gids)]
-        lv = o.level if o.alloc is None else (o.alloc.cpus_per_gpu, o.alloc.mem_gb_per_gpu)
+        lv = o.level if o.alloc is None else oc.level_of(o.alloc)
         if lv is not None:
             # the model's CPU/memory level (a faster one may take CPUs it gave others)
-            alloc = [a for a in alloc if (a.cpus_per_gpu, a.mem_gb_per_gpu) == lv] or alloc
+            alloc = [a for a in alloc if oc.level_of(a) == lv] or alloc
         if o.ps_local and o.cls is not None and o.cls[0] == "node":
             # the model's servers: all on the node, that many (the fastest placement may take CPUs it gave others)
             alloc = [a for a in alloc if set(a.ps_nodes) == {o.cls[1]} and len(a.ps_nodes) == (o.ps_count or

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 import dataclasses
 import weakref
 from dataclasses import dataclass, field
@@ -827,13 +828,16 @@ class _OrderPolicy:
     """Start jobs in a given order as soon as ``choose`` finds them an allocation.
 
     ``strict``: a job never starts before the jobs ahead of it in the order (list scheduling of the
-    model's sequence); otherwise later jobs may start in gaps (backfilling).
+    model's sequence); otherwise later jobs may start in gaps (backfilling). ``dispatch``: the order is a
+    priority among the jobs that have arrived (a dispatch rule); jobs not yet arrived never hold the
+    others back, and ``strict`` stops only at the first waiting job that does not fit.
     """
 
-    def __init__(self, order: Sequence[int], choose: Callable, strict: bool):
+    def __init__(self, order: Sequence[int], choose: Callable, strict: bool, dispatch: bool = False):
         self.order = list(order)
         self.choose = choose
         self.strict = strict
+        self.dispatch = dispatch
         self.started: set[int] = set()
 
     def decide(self, sim):
@@ -846,7 +850,7 @@ class _OrderPolicy:
             if j in self.started:
                 continue
             if j not in sim.waiting:
-                if self.strict:
+                if self.strict and not self.dispatch:
                     break
                 continue
             alloc = self.choose(sim.inst, j, free, cpu, mem)
@@ -964,6 +968,25 @@ def class_chooser(classes: dict[int, tuple | None], ps_local: dict[int, tuple] |
     return choose
 
 
+def packed_chooser() -> Callable:
+    """Chooser of the packed placement (best fit): among the allocations of :func:`_free_allocs` that fit
+    now, the fewest nodes, then the fewest GPUs left free on them, then the fastest. On a loaded cluster
+    this keeps whole nodes free for large jobs, where the fastest free GPUs scatter small jobs."""
+    cache: dict = {}
+
+    def choose(inst, j, free, cpu, mem):
+        job = inst.jobs[j]
+        best = None
+        for alloc, d in _free_allocs(inst, job, None, free, cache):
+            nodes = {g.split(":", 1)[0] for g in alloc.gpus}
+            key = (len(nodes), sum(len(free[v]) for v in nodes) - len(alloc.gpus), d, _ps_spot(alloc, free))
+            if (best is None or key < best[1]) and _fits_now(inst, demand_of(inst, job, alloc), free, cpu, mem):
+                best = (alloc, key)
+        return None if best is None else best[0]
+
+    return choose
+
+
 def _free_allocs(inst: Instance, job: Job, cls, free, cache):
     """Candidate allocations among free GPUs: per node the fastest free n, or a greedy spread. ``cls``:
     ``("node", v, n)``, ``("nodes", (v, ...), n)`` (n GPUs on one of those nodes), a spread class, or None."""
@@ -1009,10 +1032,12 @@ def _free_allocs(inst: Instance, job: Job, cls, free, cache):
         yield from cache[key]
 
 
-def retime(inst: Instance, order: Sequence[int], choose: Callable, method: str, strict: bool = True):
-    """List-schedule ``order`` with ``choose``; returns (schedule, replay) or (None, None)."""
+def retime(inst: Instance, order: Sequence[int], choose: Callable, method: str, strict: bool = True,
+           dispatch: bool = False):
+    """List-schedule ``order`` with ``choose`` (see :class:`_OrderPolicy`); returns (schedule, replay)
+    or (None, None)."""
     try:
-        sched, rep = Simulator(inst, _OrderPolicy(order, choose, strict), method=method).run()
+        sched, rep = Simulator(inst, _OrderPolicy(order, choose, strict, dispatch), method=method).run()
     except PolicyError:
         return None, None
     return sched, rep
@@ -1028,10 +1053,43 @@ def best_retime(inst: Instance, order: Sequence[int], choose_factory: Callable, 
     return best
 
 
-def greedy(inst: Instance, method: str = "greedy"):
-    """A fallback incumbent: arrival order, fastest free allocation (with backfilling)."""
+def dispatch_orders(inst: Instance) -> list[list[int]]:
+    """Priority orders of the classic dispatch rules, ties by arrival: weighted shortest processing time
+    (p_j / w_j, p_j the job's shortest duration) and smallest GPU area first (p_j · smallest size / w_j,
+    as Tiresias and the SJF baselines rank multi-GPU jobs); for the makespan also largest area first."""
+    pm, w, jobs = p_min(inst), weights(inst), inst.jobs
+    area = [p * min(jb.sizes) for p, jb in zip(pm, jobs)]
+    keys = [[p / wi for p, wi in zip(pm, w)], [a / wi for a, wi in zip(area, w)]]
+    if inst.objective == "makespan":
+        keys.append([-a for a in area])
+    return [sorted(range(len(jobs)), key=lambda j: (k[j], jobs[j].arrival, j)) for k in keys]
+
+
+GREEDY_SHARE = 0.05     # of a time limit, at most, for the dispatch rules of the first incumbent
+
+
+def greedy_deadline(t0: float, time_limit: float | None) -> float | None:
+    """When :func:`greedy` stops trying dispatch rules for a solve that started at ``t0``."""
+    return None if time_limit is None else t0 + GREEDY_SHARE * time_limit
+
+
+def greedy(inst: Instance, method: str = "greedy", deadline: float | None = None):
+    """A fallback incumbent, fastest free allocation: the arrival order (list scheduling and backfilling),
+    then the dispatch rules of :func:`dispatch_orders` (each stopping at the first waiting job that does not
+    fit, and backfilling) while ``deadline`` (a ``time.perf_counter()`` instant) allows; the best replayed
+    schedule. On a loaded cluster the rules matter: a PAL workload of 160 jobs on 32 GPUs gets 28 699 s
+    mean JCT from the arrival order and 9 726 s from the smallest area first."""
     order = sorted(range(len(inst.jobs)), key=lambda j: (inst.jobs[j].arrival, j))
-    return best_retime(inst, order, lambda: class_chooser({}), method)
+    best = best_retime(inst, order, lambda: class_chooser({}), method)
+    for order, chooser, strict in itertools.product(dispatch_orders(inst), (class_chooser, packed_chooser),
+                                                    (True, False)):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        s, r = retime(inst, order, chooser({}) if chooser is class_chooser else chooser(), method, strict,
+                      dispatch=True)
+        if s is not None and r.valid and (best[1] is None or r.objective < best[1].objective - 1e-12):
+            best = (s, r)
+    return best
 
 
 def weights(inst: Instance) -> list[float]:
@@ -1107,6 +1165,18 @@ def spread_candidates(inst: Instance, j: int, limit: int = SPREAD_CANDIDATES) ->
         opts = [o for gids in sorted(sets)
                 for o in _filter(_options_for_set(inst, j, gids, sorted({g.split(":", 1)[0] for g in gids}), cap))]
         out += sorted(opts, key=lambda o: (o.dur, o.alloc.gpus))[:limit]
+    return out
+
+
+def with_allocations(inst: Instance, opts: list[list[Option]], allocs: dict[int, Allocation]) -> list[list[Option]]:
+    """``opts`` where job j also has ``allocs[j]`` as a concrete option when it lacks it: so that :class:`SGS`
+    can list-schedule a seed schedule with its own allocations (a dispatch rule spreads a job over the GPUs
+    free at its start, which the search options need not hold) and never does worse than it."""
+    out = _lists(opts)
+    for j, a in allocs.items():
+        if all(o.alloc != a for o in out[j]):
+            job = inst.jobs[j]
+            out[j].append(Option(j, duration(job, a, inst.cluster), demand_of(inst, job, a), alloc=a))
     return out
 
 

@@ -772,6 +772,9 @@ def improve(inst: Instance, opts, best, left, share: float, time_limit, seed: in
             seeds.insert(0, (order, {j: sg.alloc for j, sg in segs.items()}))
             seeds.insert(1, order)
     seeds += extra or []
+    for sd in seeds:
+        if isinstance(sd, tuple):       # the seed's own allocations, so its list schedule is no worse than it
+            opts = oc.with_allocations(inst, opts, sd[1])
     deadline = None if time_limit is None else time.perf_counter() + min(left(), share * time_limit)
     if deadline is not None and deadline - time.perf_counter() < SGS_OPTION_S * sum(map(len, opts)) + 0.2:
         return (None, None)         # not even time to set the list scheduler up (256 GPUs with PS: 1.3 s)
@@ -882,7 +885,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         return Result(None, None, None, "infeasible", time.perf_counter() - t0, SOLVER, ver,
                       {**params, "reason": f"job {inst.jobs[bad].name} fits no allocation"})
     lb = oc.trivial_bound(inst)
-    best = oc.greedy(inst, SOLVER) if warm else (None, None)
+    best = oc.greedy(inst, SOLVER, oc.greedy_deadline(t0, time_limit)) if warm else (None, None)
     if hint is not None:
         r = replay(inst, hint.with_claim(None) if hint.claimed else hint)
         if r.valid:
@@ -944,6 +947,9 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
                                            None if t_rel is None else t_rel - (time.perf_counter() - t1), threads, seed,
                                            params, t0, loaded)
     res_cls = class_resources(inst, any(o.level is not None for ol in classes for o in ol))
+    # no class solution in its time (a long queue: 160 jobs on 32 GPUs): the node-exact model, far larger,
+    # finds none either; local search takes the rest of the time
+    ls_rest = use_ls and (mixed_opts is None or sol["choice"] is None)
     if sol["status"] != "OPTIMAL" and time_limit is not None and gap_open(objective_of(best), lb):
         lb = max(lb, time_indexed_lb(inst, classes, res_cls, best, left() * LP_SHARE))
         _phase(params, "time-indexed-lp", {"status": "-"}, lb, best, t0)
@@ -1034,10 +1040,10 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
                 break
             cur_opts, cur_sol = hyb, sol
     if use_ls and gap_open(obj, lb):
-        # without the node-exact model (too many options) local search takes the rest of the time, not the
-        # restricted exact model: CP-SAT's presolve of that alone takes 2.4 s at 64 GPUs / 50 jobs with PS, and
-        # it did not improve an incumbent in our runs (docs/oracle-offline.md, follow-up 18)
-        share = (ls_share if mixed_opts is not None or time_limit is None
+        # without the node-exact model (too many options, or no class solution) local search takes the rest of
+        # the time, not the restricted exact model: CP-SAT's presolve of that alone takes 2.4 s at 64 GPUs / 50 jobs
+        # with PS, and it did not improve an incumbent in our runs (docs/oracle-offline.md, follow-up 18)
+        share = (ls_share if not ls_rest or time_limit is None
                  else last_model_time(time_limit, left()) / time_limit)
         # the last model solution's start order is one more seed (the class model's, without hybrid rounds)
         extra = [sorted(range(len(inst.jobs)), key=lambda j: (sol["start"][j], j))] if sol.get("start") else None
@@ -1053,7 +1059,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         best = exact_decode(best)
         obj = objective_of(best)
         _phase(params, "node-decode", {"status": "-"}, lb, best, t0)
-    mixed = mixed_opts if node_complete and gap_open(obj, lb) else None
+    mixed = mixed_opts if node_complete and gap_open(obj, lb) and not ls_rest else None
     if mixed is not None and (left() is None or left() > 0.05):
         # ... then every single-node allocation exactly, spread ones relaxed: still a valid bound,
         # and exact (variability included) for schedules without spread jobs

@@ -263,7 +263,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         return Result(None, None, None, "infeasible", time.perf_counter() - t0, solver, pulp.__version__,
                       {**params, "reason": f"job {inst.jobs[bad].name} fits no allocation"})
     lb = oc.trivial_bound(inst)
-    best = oc.greedy(inst, solver) if warm else (None, None)
+    best = oc.greedy(inst, solver, oc.greedy_deadline(t0, time_limit)) if warm else (None, None)
     if hint is not None:
         r = replay(inst, hint.with_claim(None) if hint.claimed else hint)
         if r.valid:

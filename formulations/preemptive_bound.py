@@ -200,7 +200,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     lb = lower_bound(inst, time_limit=time_limit, threads=threads)
     sched = obj = None
     if incumbent and math.isfinite(lb):
-        s, r = oc.greedy(inst, "preemptive-bound")
+        s, r = oc.greedy(inst, "preemptive-bound", None if time_limit is None else t0 + time_limit)
         if s is not None:
             sched, obj = s.__class__(s.instance, "preemptive-bound", s.segments, None, s.extra), r.objective
             lb = min(lb, obj)

@@ -958,6 +958,57 @@ def test_local_search_with_spread_candidates_is_replayed_and_not_below_optimum()
     assert r.lower_bound <= opt * (1 + 1e-9) and r.objective >= opt * (1 - 1e-9)
 
 
+def _queue_behind_a_long_job() -> Instance:
+    """One GPU: a 1 000-s job at t = 0, a 10 000-s job at t = 1, three 100-s jobs at t = 2, 3, 4."""
+    inst = tiny(0, gpus=1, nodes=1, jobs=5, max_size=1, elastic=0.0, variability=0.0, cpu_mem=False, ps=False)
+    d = inst.to_dict()
+    for j, (a, p) in enumerate(((0, 1000), (1, 10000), (2, 100), (3, 100), (4, 100))):
+        d["jobs"][j].update(arrival=float(a), sizes=[1], batch=1.0, iterations=float(p), samples_per_s={"v100": 1.0})
+    d["cluster"]["nodes"][0]["gpus"] = [{"type": "v100"}]
+    return Instance.from_dict(d)
+
+
+def test_first_incumbent_tries_dispatch_rules():
+    """On a queue the arrival order is a poor first incumbent: the three short jobs wait 10 000 s behind the
+    long one. The greedy incumbent also list-schedules the dispatch rules (shortest first among the jobs
+    that have arrived): mean JCT (1 000 + 1 098 + 1 197 + 1 296 + 11 299) / 5, against 9 118 in arrival order."""
+    inst = _queue_behind_a_long_job()
+    assert [round(p) for p in oc.p_min(inst)] == [1000, 10000, 100, 100, 100]
+    fifo = oc.best_retime(inst, list(range(5)), lambda: oc.class_chooser({}), "x")[1]
+    assert math.isclose(fifo.objective, (1000 + 10999 + 11098 + 11197 + 11296) / 5, rel_tol=1e-9)
+    sched, rep = oc.greedy(inst)
+    assert rep.valid and math.isclose(rep.objective, (1000 + 1098 + 1197 + 1296 + 11299) / 5, rel_tol=1e-9)
+    # a deadline already past: the arrival order only
+    assert math.isclose(oc.greedy(inst, deadline=0.0)[1].objective, fifo.objective, rel_tol=1e-9)
+    r = offline_cpsat.solve(inst, threads=1, seed=0, ls_share=0, hybrid_rounds=0)
+    check_valid(inst, r)
+    assert r.status == "optimal" and r.objective <= rep.objective    # 2 640: the GPU idles until t = 2
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000))
+def test_local_search_keeps_the_seed_schedule_allocations(seed):
+    """Law: the list-scheduling local search never returns worse than its seed schedule, even where the
+    seed's allocations (a dispatch rule spreads jobs over the GPUs free at their start) are not among the
+    search options: they are added (``with_allocations``, exact durations), and the list schedule of the
+    seed's start order on its own allocations is then no worse than the seed."""
+    inst = offline_instance(gpus=16, nodes=4, jobs=12, max_size=8, elastic=0.7, seed=seed, variability=0.08,
+                            locality_penalty=1.2, interarrival_s=200, duration_h=(0.1, 1.0))
+    best = oc.greedy(inst)
+    opts = oc.search_options(inst, *oc.concrete_options(inst), oc.node_complete_options(inst))
+    allocs = {inst.index[sg.job]: sg.alloc for sg in best[0].segments}
+    aug = oc.with_allocations(inst, opts, allocs)
+    sg = oc.SGS(inst, aug)
+    idx = {j: next(k for k, o in enumerate(sg.opts[j]) if o.alloc == a) for j, a in allocs.items()}
+    for j, k in idx.items():
+        assert math.isclose(sg.opts[j][k].dur, duration(inst.jobs[j], allocs[j], inst.cluster), rel_tol=1e-12)
+    start = {inst.index[s.job]: s.start for s in best[0].segments}
+    order = sorted(start, key=lambda j: (start[j], j))
+    assert sg.run(order, idx)[0] <= best[1].objective * (1 + 1e-9)
+    out = offline_cpsat.improve(inst, opts, best, lambda: None, 0.05, None, 0)
+    assert out[1].valid and out[1].objective <= best[1].objective * (1 + 1e-9)
+
+
 # ----------------------------------------------------------------------------- group patterns, node cuts
 
 

@@ -773,6 +773,27 @@ def test_spread_support_options_bound_every_spread_allocation(seed, pick):
 
 
 
+def test_milp_class_model_prices_each_cpu_memory_level(monkeypatch):
+    """The MILP's class model (large instances) is split by CPU/memory level like CP-SAT's: its bound is above
+    the coarse classes' on CPU-hungry jobs, below the brute-force optimum, and its schedule replays valid."""
+    orig = oc.concrete_options
+    monkeypatch.setattr(oc, "concrete_options", lambda inst, full_limit=64: orig(inst, full_limit=0))
+    tighter = 0
+    for seed in (0, 1, 2):
+        inst = _cpu_hungry_jobs(seed)
+        opt = brute.solve(inst).objective
+        b = []
+        for levels in (False, True):
+            monkeypatch.setattr(offline_milp, "CLASS_LEVELS", levels)
+            r = offline_milp.solve(inst, backend="highs", warm=False)
+            check_valid(inst, r)
+            assert r.lower_bound <= opt * (1 + 1e-9) and r.params["model"].startswith("relaxed")
+            b.append(r.lower_bound)
+        assert b[0] <= b[1] * (1 + 1e-9)
+        tighter += b[1] > b[0] * (1 + 1e-6)
+    assert tighter >= 2
+
+
 def _solve_relaxed_path(inst):
     """offline_cpsat.solve with concrete options switched off (the large-instance, relaxed path)."""
     orig = oc.concrete_options

@@ -1081,12 +1081,11 @@ def greedy(inst: Instance, method: str = "greedy", deadline: float | None = None
     mean JCT from the arrival order and 9 726 s from the smallest area first."""
     order = sorted(range(len(inst.jobs)), key=lambda j: (inst.jobs[j].arrival, j))
     best = best_retime(inst, order, lambda: class_chooser({}), method)
-    for order, chooser, strict in itertools.product(dispatch_orders(inst), (class_chooser, packed_chooser),
-                                                    (True, False)):
+    choosers = (lambda: class_chooser({}), packed_chooser)      # fastest free GPUs, best fit
+    for order, make, strict in itertools.product(dispatch_orders(inst), choosers, (True, False)):
         if deadline is not None and time.perf_counter() > deadline:
             break
-        s, r = retime(inst, order, chooser({}) if chooser is class_chooser else chooser(), method, strict,
-                      dispatch=True)
+        s, r = retime(inst, order, make(), method, strict, dispatch=True)
         if s is not None and r.valid and (best[1] is None or r.objective < best[1].objective - 1e-12):
             best = (s, r)
     return best

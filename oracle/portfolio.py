@@ -111,11 +111,12 @@ def _heuristic(inst: Instance, seed: int, time_limit: float | None) -> Schedule 
     if inst.problem == "offline":
         from jctlab.replay import replay
 
-        cands = [] if (r := offline_greedy(inst, seed=seed, deadline=dl)) is None else [
-            timed_schedule(inst, r[0], r[1], "heuristic")]
-        cands += _baseline_schedules(inst, dl)
-        scored = [(rep.objective, k, s) for k, s in enumerate(cands) if (rep := replay(inst, s)).valid]
-        return min(scored)[2] if scored else None
+        scored = _baseline_schedules(inst, dl)
+        if (r := offline_greedy(inst, seed=seed, deadline=dl)) is not None:
+            s = timed_schedule(inst, r[0], r[1], "heuristic")
+            if (rep := replay(inst, s)).valid:
+                scored.append((rep.objective, s))
+        return min(scored, key=lambda x: x[0])[1] if scored else None
     return None
 
 
@@ -124,7 +125,8 @@ def _heuristic(inst: Instance, seed: int, time_limit: float | None) -> Schedule 
 BASELINE_HINTS = ("sjf+packed-sticky", "sjf+pal")
 
 
-def _baseline_schedules(inst: Instance, dl) -> list[Schedule]:
+def _baseline_schedules(inst: Instance, dl) -> list[tuple[float, Schedule]]:
+    """(replayed objective, schedule) of each valid ``BASELINE_HINTS`` schedule, while ``dl`` allows."""
     from baselines.families import resolve
     from jctlab.simulate import PolicyError, simulate
 
@@ -137,7 +139,7 @@ def _baseline_schedules(inst: Instance, dl) -> list[Schedule]:
         except PolicyError:          # the policy cannot place some job (a shape it does not handle)
             continue
         if rep.valid:
-            out.append(sched)
+            out.append((rep.objective, sched))
     return out
 
 

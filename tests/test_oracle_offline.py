@@ -189,7 +189,7 @@ def test_auto_offline_hint_is_no_worse_than_the_baselines():
                             locality_penalty=1.2, duration_h=(0.1, 1.0))
     g = offline_greedy(inst, seed=0)
     heuristic = replay(inst, timed_schedule(inst, g[0], g[1], "heuristic")).objective
-    base = [replay(inst, sc).objective for sc in portfolio._baseline_schedules(inst, Deadline(None))]
+    base = [replay(inst, sc).objective for _, sc in portfolio._baseline_schedules(inst, Deadline(None))]
     assert len(base) == len(portfolio.BASELINE_HINTS) and min(base) < 0.9 * heuristic     # the case under test
     hint = replay(inst, portfolio._heuristic(inst, 0, None))
     assert hint.valid and hint.objective == pytest.approx(min(base + [heuristic]), rel=1e-12)

@@ -51,7 +51,9 @@ LEVEL_LIMIT = 100_000  # job sets of one size kept for extension while enumerati
 NNZ_BUDGET = 300_000  # nonzeros of all capacity-set rows (CBC reads a 2M-nonzero model for seconds)
 TI_MIN_TIME = 0.5     # s left after an unproven MILP: worth a time-indexed LP
 BUILD_SHARE = 0.3     # of the time left, at most, for adding capacity-set constraints
-CLASS_LEVELS = True     # the class model split by CPU/memory level where node CPUs/memory can bind (follow-up 19)
+CLASS_LEVEL_LIMIT = 6000  # most options of a class model split by CPU/memory level (where node CPUs/memory can
+                         # bind; follow-up 19); beyond it the coarse classes (256 GPUs / 64 jobs with levels and PS:
+                         # 20 675 split options, whose model overran a 2-s limit by 4 s)
 QUEUE_MILP_SHARE = 0.8   # of the time left, for the solver on a queue; then the local search
 TI_SHARE = 0.25          # of the limit: the time-indexed LP before the MILP on a queue
 
@@ -283,9 +285,11 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         res = {r for r in oc.capacities(inst) if r[0] == "g"} | oc.binding_resources(inst, concrete)
         ti_res = res
     else:
-        opts = oc.class_options(inst, CLASS_LEVELS)
+        opts = oc.class_options(inst, True)
+        levels = sum(map(len, opts)) <= CLASS_LEVEL_LIMIT
+        opts = opts if levels else oc.class_options(inst)
         res = {r for r in oc.capacities(inst) if r[0] in ("n", "all")} | oc.binding_resources(inst, opts)
-        ti_res = class_resources(inst, CLASS_LEVELS)
+        ti_res = class_resources(inst, levels)
     ti_done = False
     if time_limit is not None and objective_of(best) > QUEUE * lb:
         # still a queue after the preemptive LP: the time-indexed LP is the stronger bound there

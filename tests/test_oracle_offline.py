@@ -783,8 +783,8 @@ def test_milp_class_model_prices_each_cpu_memory_level(monkeypatch):
         inst = _cpu_hungry_jobs(seed)
         opt = brute.solve(inst).objective
         b = []
-        for levels in (False, True):
-            monkeypatch.setattr(offline_milp, "CLASS_LEVELS", levels)
+        for limit in (0, offline_milp.CLASS_LEVEL_LIMIT):     # no split classes, then the default
+            monkeypatch.setattr(offline_milp, "CLASS_LEVEL_LIMIT", limit)
             r = offline_milp.solve(inst, backend="highs", warm=False)
             check_valid(inst, r)
             assert r.lower_bound <= opt * (1 + 1e-9) and r.params["model"].startswith("relaxed")

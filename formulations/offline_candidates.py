@@ -1043,13 +1043,17 @@ def retime(inst: Instance, order: Sequence[int], choose: Callable, method: str, 
     return sched, rep
 
 
+def _better_retime(best, cand):
+    """The better of two (schedule, replay) pairs (a failed or invalid one never wins)."""
+    s, r = cand
+    return cand if s is not None and r.valid and (best[1] is None or r.objective < best[1].objective - 1e-12) else best
+
+
 def best_retime(inst: Instance, order: Sequence[int], choose_factory: Callable, method: str):
     """Strict list scheduling and backfilling of the same order; the better replayed schedule."""
     best = (None, None)
     for strict in (True, False):
-        s, r = retime(inst, order, choose_factory(), method, strict)
-        if s is not None and r.valid and (best[1] is None or r.objective < best[1].objective - 1e-12):
-            best = (s, r)
+        best = _better_retime(best, retime(inst, order, choose_factory(), method, strict))
     return best
 
 
@@ -1085,9 +1089,7 @@ def greedy(inst: Instance, method: str = "greedy", deadline: float | None = None
     for order, make, strict in itertools.product(dispatch_orders(inst), choosers, (True, False)):
         if deadline is not None and time.perf_counter() > deadline:
             break
-        s, r = retime(inst, order, make(), method, strict, dispatch=True)
-        if s is not None and r.valid and (best[1] is None or r.objective < best[1].objective - 1e-12):
-            best = (s, r)
+        best = _better_retime(best, retime(inst, order, make(), method, strict, dispatch=True))
     return best
 
 

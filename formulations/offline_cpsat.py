@@ -64,6 +64,7 @@ PIN_WALL_S = 1.0    # s: most wall time of one GPU pinning (pin_gpus)
 DECODE_SHARE = 0.02  # of the limit (at most PIN_WALL_S) kept after the last model for its decode's pinning
 TWINS = True       # order identical nodes by their first job in the relaxations (offline_symmetry)
 CORE_SHARE = 0.6   # of the class model's time: core-based workers when the default ones have not proven it
+SKIP_CORE_WITHOUT_SOLUTION = True   # ... unless they found no solution at all (local search gets that time)
 
 
 def core_params(threads: int) -> dict | None:
@@ -936,7 +937,10 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     params["model"] = "relaxed"
     _phase(params, "relaxed", sol, lb, best, t0)
     loaded = None       # the core-based parameters, once they proved the class model (also for the later models)
-    if core and sol["status"] != "OPTIMAL":
+    # no class solution at all from the default workers (a long loaded queue): the core-based ones do not
+    # prove such a model either (PAL's 160-job workloads), so local search takes their time
+    skip_core = SKIP_CORE_WITHOUT_SOLUTION and use_ls and sol["choice"] is None
+    if core and sol["status"] != "OPTIMAL" and not skip_core:
         # not proven by the default workers: the core-based ones for the rest of the class model's time
         sol2, best, lb = solve_classes(inst, classes, res_cls, best, lb, t_rel * CORE_SHARE, threads, seed, core)
         if sol2["choice"] is not None:

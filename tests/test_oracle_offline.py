@@ -135,6 +135,30 @@ def test_core_workers_after_an_unproven_class_model_keep_a_valid_bound(monkeypat
         assert calls[0] is None and calls[1] == offline_cpsat.core_params(threads) and len(calls) >= 3
 
 
+def test_local_search_takes_the_core_workers_time_when_the_class_model_has_no_solution(monkeypatch):
+    """The default workers find no class solution (as on PAL's 160-job workloads): no core-based run of the
+    class model; local search gets the rest, and the result is still replayed with a valid bound."""
+    orig = oc.concrete_options
+    monkeypatch.setattr(oc, "concrete_options", lambda inst, full_limit=64: orig(inst, full_limit=0))
+    real = offline_cpsat.build_and_solve
+    calls = []
+
+    def no_class_solution(inst, opts, res, **kw):
+        out = real(inst, opts, res, **kw)
+        calls.append(kw.get("sat_params"))
+        return {**out, "status": "UNKNOWN", "choice": None} if len(calls) == 1 else out
+
+    monkeypatch.setattr(offline_cpsat, "build_and_solve", no_class_solution)
+    inst = tiny(0, gpus=4, nodes=2, jobs=4, max_size=2, variability=0.08, locality_penalty=1.3)
+    opt = brute.solve(inst).objective
+    r = offline_cpsat.solve(inst, time_limit=4, threads=1, seed=0)
+    check_valid(inst, r)
+    assert r.lower_bound <= opt * (1 + 1e-9)
+    phases = [ph["phase"] for ph in r.params["phases"]]
+    assert phases == ["local-search", "relaxed", "time-indexed-lp", "local-search", "node-decode"], phases
+    assert calls == [None]              # one CP-SAT model: the class model, default workers
+
+
 def test_auto_runs_offline_members_in_turn_with_every_thread(monkeypatch):
     """Offline ``auto`` with 2 threads: CP-SAT, then (unless it proved optimality) HiGHS, each with both
     threads, not side by side with one each; the result is the brute-force optimum."""

@@ -89,7 +89,8 @@ def test_time_indexed_bound_beats_the_preemptive_lp_on_a_queue():
     b = tib.lower_bound(inst, opts, res, incumbent=inc, slots=150)
     pre = preemptive_bound.lower_bound(inst)
     assert pre > oc.trivial_bound(inst) * 1.3          # a real queue
-    assert b > pre * 1.05                              # non-preemption counts
+    assert b > pre * 1.03                              # non-preemption counts (4 % here; 9 % before the
+                                                       # preemptive LP charged GPU areas)
     assert b <= inc
 
 

@@ -56,6 +56,7 @@ SOLVER = "cpsat"
 #: interruptible and took 10-14 s on node-exact models of identical GPUs with PS options (4-s limits; follow-up 16)
 SAT_PARAMS: dict = {"cp_model_probing_level": 0, "symmetry_level": 0}
 LP_SHARE = 0.4     # of the time left: time-indexed LP bound after an unproven class model
+PRE_SHARE = 0.15   # of the limit, at most: the preemptive LP (its refinements stop within it)
 EXACT_SHARE = 0.6   # of the limit (after local search): the exact model; then, if unproven, ...
 CLASS_SHARE = 0.4   # ... of the time left: the class model (if it has COARSER times fewer options); the LP
 COARSER = 3         # bounds get the rest
@@ -633,13 +634,15 @@ def check_offline(inst: Instance, who: str) -> None:
         raise InputError(inst.name, "problem", f"{who} solves offline instances, got {inst.problem!r}")
 
 
-def preemptive_lb(inst: Instance, time_limit: float | None, threads: int = 1) -> float:
-    """The preemptive LP bound (:mod:`formulations.preemptive_bound`), −inf if it fails: it is an
-    extra, the other bounds stay valid."""
+def preemptive_lb(inst: Instance, time_left: float | None, time_limit: float | None = None, threads: int = 1) -> float:
+    """The preemptive LP bound (:mod:`formulations.preemptive_bound`) within ``time_left``, and at most
+    PRE_SHARE of ``time_limit`` when given; −inf if it fails: it is an extra, the other bounds stay valid."""
     from . import preemptive_bound
 
+    if time_left is not None and time_limit is not None:
+        time_left = min(time_left, PRE_SHARE * time_limit)
     try:
-        return preemptive_bound.lower_bound(inst, time_limit=time_limit, threads=threads)
+        return preemptive_bound.lower_bound(inst, time_limit=time_left, threads=threads)
     except Exception:
         return -math.inf
 
@@ -897,7 +900,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         # a queue: the preemptive LP is above QUEUE × Σ(a_j + p_j); it cannot be when greedy is not (LP ≤ greedy)
         pre = None
         if time_limit is not None and queued(inst, objective_of(best)):
-            pre = preemptive_lb(inst, left())
+            pre = preemptive_lb(inst, left(), time_limit)
             lb = max(lb, pre)
         queue = pre is not None and queued(inst, pre)
         if queue and ls_share > 0 and oc.search_options(inst, concrete, True) is not None:
@@ -913,13 +916,13 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         params["model"] = "exact"
         if time_limit is not None and gap_open(objective_of(best), lb):
             if pre is None:
-                lb = max(lb, preemptive_lb(inst, left()))
+                lb = max(lb, preemptive_lb(inst, left(), time_limit))
             best, lb = after_exact(inst, concrete, res, best, lb, queue, left, threads, seed, params, t0)
         return finish(inst, best, lb, t0, SOLVER, ver, params)
 
     # large instance: relaxed model for the bound (and a decoded incumbent) ...
 
-    lb = max(lb, preemptive_lb(inst, left(), threads))
+    lb = max(lb, preemptive_lb(inst, left(), time_limit, threads))
     mixed_opts = oc.node_complete_options(inst) if node_complete else None
     res_all = {r for r in cap_res if r[0] in ("g", "n", "all", "set")} | (
         oc.binding_resources(inst, mixed_opts) if mixed_opts is not None else set())

@@ -275,7 +275,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     if time_limit is not None and queued(inst, objective_of(best)):
         # jobs wait: the MILP's own bound on Σ C_j may stay near Σ(a_j + p_j) (its big-M LP is weak there),
         # and so may its incumbents
-        lb = max(lb, preemptive_lb(inst, left_()))
+        lb = max(lb, preemptive_lb(inst, left_(), time_limit))
         if ls_share > 0:
             ls_opts = oc.search_options(inst, concrete, complete, None if complete else oc.node_complete_options(inst))
     if ls_opts is not None:

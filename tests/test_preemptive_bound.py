@@ -7,6 +7,8 @@ schedule; the all-GPU area row and the busy-time tangents must lift it where the
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -70,3 +72,28 @@ def test_tangents_lift_the_bound_where_buckets_are_coarse(seed):
     tangent = preemptive_bound.lower_bound(inst, n_grid=8)
     assert plain * 1.05 < tangent <= opt * (1 + 1e-9)
     assert preemptive_bound.lower_bound(inst) <= opt * (1 + 1e-9)
+
+
+def test_time_limited_bound_refines_coarse_buckets_first(monkeypatch):
+    """Under a time limit the LP runs on 20, 40, 80, then 160 buckets (+ tangents), so a heterogeneous queue whose
+    160-bucket LP takes minutes still gets a bound from a coarse grid; without a limit, 160 buckets at once.
+    Every grid gives a bound below the optimum."""
+    inst = loaded(3, jobs=5)
+    opt = brute.solve(inst).objective
+    real = preemptive_bound._solve_lp
+    calls = []
+
+    def spy(inst_, b, pm, caps, tangents, time_limit):
+        val = real(inst_, b, pm, caps, tangents, time_limit)
+        calls.append((len(b), tangents, val))
+        return val
+
+    monkeypatch.setattr(preemptive_bound, "_solve_lp", spy)
+    limited = preemptive_bound.lower_bound(inst, time_limit=60)
+    assert [t for _, t, _ in calls] == [False] * 4 + [True]
+    sizes = [n for n, _, _ in calls]
+    assert sizes[:4] == sorted(sizes[:4]) and sizes[3] == sizes[4] and sizes[0] < sizes[3]
+    assert all(v <= opt * (1 + 1e-9) for _, _, v in calls) and limited == max(v for _, _, v in calls)
+    calls.clear()
+    assert math.isclose(preemptive_bound.lower_bound(inst), limited, rel_tol=1e-7)   # finer grids refine coarser ones
+    assert [(n, t) for n, t, _ in calls] == [(sizes[3], False), (sizes[3], True)]

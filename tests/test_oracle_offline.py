@@ -108,21 +108,29 @@ def test_relaxed_path_bound_below_optimum(monkeypatch):
             assert r.objective >= opt * (1 - 1e-9)
 
 
+def first_class_model_reports(monkeypatch, change) -> list:
+    """Large-instance path (no complete enumeration); the first CP-SAT model (the class model, default workers)
+    reports ``change(its result)``. Returns the list of each CP-SAT call's ``sat_params``."""
+    orig = oc.concrete_options
+    monkeypatch.setattr(oc, "concrete_options", lambda inst, full_limit=64: orig(inst, full_limit=0))
+    real = offline_cpsat.build_and_solve
+    calls: list = []
+
+    def first_changed(inst, opts, res, **kw):
+        out = real(inst, opts, res, **kw)
+        calls.append(kw.get("sat_params"))
+        return change(out) if len(calls) == 1 else out
+
+    monkeypatch.setattr(offline_cpsat, "build_and_solve", first_changed)
+    return calls
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_core_workers_after_an_unproven_class_model_keep_a_valid_bound(monkeypatch, threads):
     """The class model counts as unproven by the default workers, so the core-based ones solve it again
     (and then the later models): bound ≤ brute-force optimum, incumbent replayed."""
-    orig = oc.concrete_options
-    monkeypatch.setattr(oc, "concrete_options", lambda inst, full_limit=64: orig(inst, full_limit=0))
-    real = offline_cpsat.build_and_solve
-    calls = []
-
-    def class_model_unproven(inst, opts, res, **kw):
-        out = real(inst, opts, res, **kw)
-        calls.append(kw.get("sat_params"))
-        return {**out, "status": "FEASIBLE"} if len(calls) == 1 and out["choice"] is not None else out
-
-    monkeypatch.setattr(offline_cpsat, "build_and_solve", class_model_unproven)
+    calls = first_class_model_reports(
+        monkeypatch, lambda out: {**out, "status": "FEASIBLE"} if out["choice"] is not None else out)
     for seed in (0, 9):
         calls.clear()
         inst = tiny(seed, gpus=4, nodes=2, jobs=4, max_size=2, variability=0.08, locality_penalty=1.3)
@@ -138,17 +146,7 @@ def test_core_workers_after_an_unproven_class_model_keep_a_valid_bound(monkeypat
 def test_local_search_takes_the_core_workers_time_when_the_class_model_has_no_solution(monkeypatch):
     """The default workers find no class solution (as on PAL's 160-job workloads): no core-based run of the
     class model; local search gets the rest, and the result is still replayed with a valid bound."""
-    orig = oc.concrete_options
-    monkeypatch.setattr(oc, "concrete_options", lambda inst, full_limit=64: orig(inst, full_limit=0))
-    real = offline_cpsat.build_and_solve
-    calls = []
-
-    def no_class_solution(inst, opts, res, **kw):
-        out = real(inst, opts, res, **kw)
-        calls.append(kw.get("sat_params"))
-        return {**out, "status": "UNKNOWN", "choice": None} if len(calls) == 1 else out
-
-    monkeypatch.setattr(offline_cpsat, "build_and_solve", no_class_solution)
+    calls = first_class_model_reports(monkeypatch, lambda out: {**out, "status": "UNKNOWN", "choice": None})
     inst = tiny(0, gpus=4, nodes=2, jobs=4, max_size=2, variability=0.08, locality_penalty=1.3)
     opt = brute.solve(inst).objective
     r = offline_cpsat.solve(inst, time_limit=4, threads=1, seed=0)

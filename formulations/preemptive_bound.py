@@ -172,9 +172,7 @@ def _solve_lp(inst: Instance, b: list[float], pm: list[float], caps, tangents: b
     if tangents:
         for j, job in enumerate(jobs):
             for t in range(T):
-                if (j, t) in zidx or pm[j] <= 0:
-                    continue
-                if _room(b, t, job.arrival, pm[j]) >= TANGENT_MIN:
+                if pm[j] > 0 and _room(b, t, job.arrival, pm[j]) >= TANGENT_MIN:
                     zidx[(j, t)] = nz0 + len(zidx)
     nv = nz0 + len(zidx)
     w = oc.weights(inst)

@@ -80,7 +80,6 @@ def rate_caps(inst: Instance) -> list[dict[str, float]]:
     return out
 
 
-LP_METHOD = "highs"
 GRIDS = (20, 40, 80)  # coarser bucket counts solved first under a time limit (then n_grid)
 GROWTH = 5.0          # an LP with twice the buckets takes up to about this many times as long
 TANGENT_GROWTH = 3.0  # ... and with the tangents on the same buckets (measured 2-2.5×)
@@ -126,6 +125,7 @@ def lower_bound(inst: Instance, time_limit: float | None = None, threads: int = 
         return math.inf  # a job that no allocation can host: no schedule at all
     best = oc.trivial_bound(inst)
     caps = rate_caps(inst)
+    area = gpu_areas(inst)
     grids = (n_grid,) if time_limit is None else tuple(k for k in GRIDS if k < n_grid) + (n_grid,)
     runs = [(k, False) for k in grids]
     last = None
@@ -137,7 +137,7 @@ def lower_bound(inst: Instance, time_limit: float | None = None, threads: int = 
             break
         t1 = time.perf_counter()
         bk = _buckets(inst, pm, caps, k)
-        val = _solve_lp(inst, bk, pm, caps, with_tangents, left)
+        val = _solve_lp(inst, bk, pm, caps, area, with_tangents, left)
         last = time.perf_counter() - t1
         if val is None:
             break
@@ -147,14 +147,13 @@ def lower_bound(inst: Instance, time_limit: float | None = None, threads: int = 
     return best
 
 
-def _solve_lp(inst: Instance, b: list[float], pm: list[float], caps, tangents: bool,
+def _solve_lp(inst: Instance, b: list[float], pm: list[float], caps, area: list[float], tangents: bool,
               time_limit: float | None) -> float | None:
     """The LP of the module docstring over the bucket boundaries ``b``; its optimum lowered by 1e-7 relative,
     None when HiGHS fails or hits ``time_limit``."""
     jobs = inst.jobs
     T = len(b)  # buckets 0..T-2 finite, T-1 = [b[-1], inf)
     M = {tau: sum(1 for g in inst.cluster.gpus if g.type == tau) for tau in inst.cluster.gpu_types}
-    area = gpu_areas(inst)
     nj = len(jobs)
     var = {}
     for j, job in enumerate(jobs):
@@ -247,7 +246,7 @@ def _solve_lp(inst: Instance, b: list[float], pm: list[float], caps, tangents: b
         opts["time_limit"] = max(0.05, float(time_limit))
     try:
         res = linprog(cost, A_ub=A_ub, b_ub=ub_b[finite], A_eq=A_eq, b_eq=np.ones(nj), bounds=bounds,
-                      method=LP_METHOD, options=opts)
+                      method="highs", options=opts)
     except Exception:
         return None
     if res.status != 0:

@@ -83,8 +83,8 @@ def test_time_limited_bound_refines_coarse_buckets_first(monkeypatch):
     real = preemptive_bound._solve_lp
     calls = []
 
-    def spy(inst_, b, pm, caps, tangents, time_limit):
-        val = real(inst_, b, pm, caps, tangents, time_limit)
+    def spy(inst_, b, pm, caps, area, tangents, time_limit):
+        val = real(inst_, b, pm, caps, area, tangents, time_limit)
         calls.append((len(b), tangents, val))
         return val
 

@@ -25,7 +25,9 @@ from __future__ import annotations
 import itertools
 import math
 import time
+import bisect
 import dataclasses
+import functools
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -1203,6 +1205,26 @@ def search_options(inst: Instance, concrete: list[list[Option]], complete: bool,
     return opts if opts is not None and SGS.applicable(inst, opts) else None
 
 
+@dataclass(frozen=True)
+class SGSTrace:
+    """A recorded list schedule (:meth:`SGS.trace`): the state before each position of ``order``."""
+    order: list
+    choice: list
+    free: Any          # (n + 1) × GPUs: each GPU's free time before position p
+    last: Any          # start of the job before position p
+    comp: Any
+    start: Any
+    ends: list
+    dems: list
+    ec_len: int        # leading positions whose choice is the earliest-completion one
+    objective: float
+
+    @functools.cached_property
+    def order_starts(self) -> list:
+        """Starts along the order (non-decreasing)."""
+        return [self.start[j] for j in self.order]
+
+
 class SGS:
     """Fast serial list scheduling over concrete options (incumbents only; never a bound).
 
@@ -1257,55 +1279,160 @@ class SGS:
         held = np.vstack([suffix, np.zeros((1, self.nr))])   # held[i] from e[i-1] on (held[0]: all)
         return np.concatenate([[-np.inf], e]), held
 
-    def run(self, order, fixed=None):
-        """(objective, choice per job, start per job) of the list schedule; fixed: job → option index."""
+    def _starts(self, j, ks, free, last, ends, dems):
+        """Earliest starts of job ``j``'s options ``ks`` (a slice or index list) after the placed jobs."""
         np = self.np
-        free = np.zeros(self.ng)
-        last = -np.inf
-        comp = np.empty(len(order))
-        choice = [0] * len(order)
-        start = np.empty(len(order))
-        ends: list = []
-        dems: list = []
-        for j in order:
-            m = self.mask[j]
-            ks = [fixed[j]] if fixed is not None and fixed.get(j) is not None else slice(None)
-            st = np.maximum(np.maximum(self.arr[j], last), np.where(m[ks], free, -np.inf).max(axis=1))
-            if self.nr:
-                times, held = self._held_after(ends, dems)
-                # per resource, the first row from which an option fits (each column only falls: a
-                # binary search), the latest of them over the resources
-                dem = self.dem[j][ks]
-                first = np.zeros(len(dem), dtype=int)
-                for r in range(self.nr):
-                    first = np.maximum(first, np.searchsorted(-held[:, r], dem[:, r] - self.cap[r], side="left"))
-                ok = first < len(times)
-                st = np.where(ok, np.maximum(st, times[np.minimum(first, len(times) - 1)]), np.inf)
-            c = st + self.dur[j][ks]
-            if fixed is not None and fixed.get(j) is not None:
-                k, s = fixed[j], float(st[0])
+        st = np.maximum(np.maximum(self.arr[j], last), np.where(self.mask[j][ks], free, -np.inf).max(axis=1))
+        if self.nr:
+            times, held = self._held_after(ends, dems)
+            # per resource, the first row from which an option fits (each column only falls: a
+            # binary search), the latest of them over the resources
+            dem = self.dem[j][ks]
+            first = np.zeros(len(dem), dtype=int)
+            for r in range(self.nr):
+                first = np.maximum(first, np.searchsorted(-held[:, r], dem[:, r] - self.cap[r], side="left"))
+            ok = first < len(times)
+            st = np.where(ok, np.maximum(st, times[np.minimum(first, len(times) - 1)]), np.inf)
+        return st
+
+    def _earliest(self, j, st):
+        """The option of earliest completion (ties: shorter, then first)."""
+        return int(self.np.lexsort((self.dur[j], st + self.dur[j]))[0])
+
+    def run(self, order, fixed=None, resume=None):
+        """(objective, choice per job, start per job) of the list schedule; fixed: job → option index
+        (None or absent: earliest completion). ``resume=(trace, p)`` (:meth:`trace`) starts from the
+        trace's state before its position p instead of from scratch: the same result wherever ``order[:p]``
+        is the trace's and those jobs choose as they did there (fixed to the trace's choices, or
+        earliest completion within the trace's ``ec_len`` leading positions)."""
+        np = self.np
+        if resume is None or resume[1] == 0:
+            p0, free, last = 0, np.zeros(self.ng), -np.inf
+            comp, choice, start = np.empty(len(order)), [0] * len(order), np.empty(len(order))
+            ends: list = []
+            dems: list = []
+        else:
+            tr, p0 = resume
+            free, last = tr.free[p0].copy(), tr.last[p0]
+            comp, choice, start = tr.comp.copy(), list(tr.choice), tr.start.copy()
+            ends, dems = tr.ends[:p0], tr.dems[:p0]
+        for j in order[p0:]:
+            k = None if fixed is None else fixed.get(j)
+            if k is None:
+                st = self._starts(j, slice(None), free, last, ends, dems)
+                k = self._earliest(j, st)
+                s = float(st[k])
             else:
-                i = int(np.lexsort((self.dur[j], c))[0])
-                k, s = i, float(st[i])
+                s = float(self._starts(j, [k], free, last, ends, dems)[0])
             if not np.isfinite(s):
                 return math.inf, choice, start
             last = s
             e = s + self.dur[j][k]
-            free[m[k]] = e
+            free[self.mask[j][k]] = e
             if self.nr:
                 ends.append(e)
                 dems.append(self.dem[j][k])
-            comp[j] = e
-            choice[j] = k
-            start[j] = s
+            comp[j], choice[j], start[j] = e, k, s
+        return self._objective(comp), choice, start
+
+    def trace(self, order, choice) -> "SGSTrace":
+        """The list schedule of ``order`` with every job on its ``choice``, recorded so that :meth:`run`
+        can resume it at any position (the state before each position, and how many leading positions
+        chose the earliest-completion option)."""
+        np = self.np
+        n = len(order)
+        free, last = np.zeros(self.ng), -np.inf
+        frees, lasts = np.empty((n + 1, self.ng)), np.empty(n + 1)
+        comp, start = np.empty(n), np.empty(n)
+        ends: list = []
+        dems: list = []
+        ec_len = None
+        for p, j in enumerate(order):
+            frees[p], lasts[p] = free, last
+            st = self._starts(j, slice(None), free, last, ends, dems)
+            k = choice[j]
+            if ec_len is None and self._earliest(j, st) != k:
+                ec_len = p
+            s = float(st[k])
+            if not np.isfinite(s):
+                raise ValueError("trace of an infeasible list schedule")
+            last = s
+            e = s + self.dur[j][k]
+            free[self.mask[j][k]] = e
+            if self.nr:
+                ends.append(e)
+                dems.append(self.dem[j][k])
+            comp[j], start[j] = e, s
+        frees[n], lasts[n] = free, last
+        return SGSTrace(list(order), list(choice), frees, lasts, comp, start, ends, dems,
+                        n if ec_len is None else ec_len, self._objective(comp))
+
+    def _objective(self, comp):
         if self.inst.objective == "makespan":
-            obj = comp.max() - self.arr.min()
-        else:
-            obj = float(((comp - self.arr) * self.w).sum() / self.w.sum())
-        return obj, choice, start
+            return float(comp.max() - self.arr.min())
+        return float(((comp - self.arr) * self.w).sum() / self.w.sum())
 
     def allocs(self, choice) -> dict:
         return {j: self.opts[j][k].alloc for j, k in enumerate(choice)}
+
+
+#: the local search restarts from a perturbed best after this many × n moves without a gain, perturbed by
+#: this many random moves
+LS_STALL = 10
+LS_KICK = 3
+
+
+def _move(tr: SGSTrace, arr, rnd):
+    """A random swap or insertion on ``tr``'s order, as (new order, i, k), or None. A job is never moved
+    ahead of jobs that start before it arrives (they would all wait for it): an insertion goes to the first
+    position that starts no earlier than its arrival instead, and such a swap is not made."""
+    n = len(tr.order)
+    order = list(tr.order)
+    i, k = rnd.randrange(n), rnd.randrange(n)
+    swap = rnd.random() < 0.5
+    if k < i:
+        first = bisect.bisect_left(tr.order_starts, arr[order[i]], lo=k, hi=i)
+        if swap and first > k:
+            return None
+        k = first
+    elif swap and arr[order[k]] > tr.start[order[i]]:
+        return None
+    if i == k:
+        return None
+    if swap:
+        order[i], order[k] = order[k], order[i]
+    else:
+        order.insert(k, order.pop(i))
+    return order, i, k
+
+
+def _defer_pass(sg: SGS, cur: SGSTrace, deadline: float | None) -> SGSTrace:
+    """Move jobs to the end of the order, largest least GPU area first, keeping each move that helps.
+
+    A list schedule starts a job that arrives at idle GPUs at once; a job of many GPU-hours started early
+    holds its GPUs while the jobs arriving after it wait. On PAL's 160-job workloads the best schedules
+    found start such jobs (6-24 GPUs, 15-50 h) hours after their arrival, and random moves rarely pick
+    them (PAL workload 3: 15 327 s → 12 116 s mean JCT from this pass alone, docs/oracle-offline.md,
+    follow-up 21)."""
+    import time as _t
+
+    n = len(cur.order)
+    area = [float((sg.dur[j] * sg.mask[j].sum(axis=1)).min()) for j in range(n)]
+    for j in sorted(range(n), key=lambda j: (-area[j], j)):
+        if deadline is not None and _t.perf_counter() >= deadline:
+            break
+        p = cur.order.index(j)
+        if p == n - 1:
+            continue
+        order = cur.order[:p] + cur.order[p + 1:] + [j]
+        fixed = dict(enumerate(cur.choice))
+        fixed[j] = None
+        # the others keep their GPUs, or every job re-chooses (earliest completion)
+        tries = [sg.run(order, fixed, resume=(cur, p)), sg.run(order, None, resume=(cur, min(p, cur.ec_len)))]
+        obj, ch, _ = min(tries, key=lambda t: t[0])
+        if obj < cur.objective - 1e-9:
+            cur = sg.trace(order, ch)
+    return cur
 
 
 def local_search(inst: Instance, opts: list[list[Option]], seeds: list, deadline: float | None, rng_seed: int = 0,
@@ -1315,8 +1442,12 @@ def local_search(inst: Instance, opts: list[list[Option]], seeds: list, deadline
     ``max_iters`` bounds the moves (deterministic when ``deadline`` is None).
     ``seeds``: start orders (lists of job indices) and/or (order, allocation dict) pairs. Moves: swap
     two jobs, move one job elsewhere; per state, both earliest-completion choice and the fixed
-    allocations of the best state are tried. Returns (objective, order, allocations) of the best
-    list schedule (SGS objective; the caller re-times and replays it), or None.
+    allocations of the best state are tried; moves are :func:`_move`'s (none puts a job ahead of jobs that
+    start before it arrives), after a first pass of :func:`_defer_pass`. A move re-schedules from its first
+    changed position (:meth:`SGS.run` with ``resume``); an improving one becomes the current state in start
+    order (ties by job). After ``LS_STALL`` × n moves without a gain it restarts from the best state
+    perturbed by ``LS_KICK`` moves. Returns (objective, order, allocations) of the best list schedule
+    (SGS objective; the caller re-times and replays it), or None.
     """
     import random
     import time as _t
@@ -1345,41 +1476,46 @@ def local_search(inst: Instance, opts: list[list[Option]], seeds: list, deadline
             order = sd
         o2, c2, s2 = sg.run(order)
         consider(o2, sorted(range(n), key=lambda j: (s2[j], j)), c2)
-    if best is None:
+    if best is None or not math.isfinite(best[0]):
         return None
-    cur = best
+    # the current state is a recorded list schedule: a move re-schedules from its first changed position
+    cur = sg.trace(best[1], best[2])
+    consider(cur.objective, cur.order, cur.choice)
+    cur = _defer_pass(sg, cur, deadline)
+    consider(cur.objective, cur.order, cur.choice)
+    best_tr = cur
     stall = 0
     it = 0
-    while (deadline is None or _t.perf_counter() < deadline) and (max_iters is None or it < max_iters):
-        it += 1
-        order = list(cur[1])
-        i, k = rnd.randrange(n), rnd.randrange(n)
-        if i == k:
+    while n > 1 and (deadline is None or _t.perf_counter() < deadline) and (max_iters is None or it < max_iters):
+        mv = _move(cur, sg.arr, rnd)
+        if mv is None:
             continue
-        if rnd.random() < 0.5:
-            order[i], order[k] = order[k], order[i]
-        else:
-            order.insert(k, order.pop(i))
-        fixed = {j: c for j, c in enumerate(cur[2])}
+        it += 1
+        order, i, k = mv
         if rnd.random() < 0.5:
             # re-choose the moved jobs (earliest completion), keep the others' allocations
-            for j in (cur[1][i], cur[1][k]):
+            fixed = {j: c for j, c in enumerate(cur.choice)}
+            for j in (cur.order[i], cur.order[k]):
                 fixed[j] = None
+            p = min(i, k)
         else:
-            fixed = None
-        obj, ch, st = sg.run(order, fixed)
-        if obj < cur[0] - 1e-9:
-            cur = (obj, sorted(range(n), key=lambda j: (st[j], j)), ch)
-            consider(*cur)
+            fixed, p = None, min(i, k, cur.ec_len)
+        obj, ch, st = sg.run(order, fixed, resume=(cur, p))
+        if obj < cur.objective - 1e-9:
+            # jobs that start together in job order (no worse: the same allocations in start order)
+            cur = sg.trace(sorted(range(n), key=lambda j: (st[j], j)), ch)
+            if consider(cur.objective, cur.order, ch):
+                best_tr = cur
             stall = 0
         else:
             stall += 1
-            if stall > 40 * n:        # restart from a perturbed best
-                order = list(best[1])
-                for _ in range(3):
-                    a, b = rnd.randrange(n), rnd.randrange(n)
-                    order[a], order[b] = order[b], order[a]
-                o, c, s = sg.run(order)
-                cur = (o, sorted(range(n), key=lambda j: (s[j], j)), c)
+            if stall > LS_STALL * n:        # restart from a perturbed best
+                kicked = best_tr
+                for _ in range(LS_KICK):
+                    if (mv := _move(kicked, sg.arr, rnd)) is not None:
+                        o, c, _ = sg.run(mv[0])
+                        if math.isfinite(o):
+                            kicked = sg.trace(mv[0], c)
+                cur = kicked
                 stall = 0
     return best[0], best[1], sg.allocs(best[2])

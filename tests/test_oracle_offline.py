@@ -13,7 +13,7 @@ import random
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from formulations import brute, offline_cpsat, offline_milp, preemptive_bound
@@ -968,6 +968,46 @@ def test_list_schedules_hold_node_cpus_and_memory(seed, order_seed):
     assert math.isclose(rep.objective, obj, rel_tol=1e-9)
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), move_seed=st.integers(0, 10_000), cpu_mem=st.booleans())
+def test_resumed_list_schedules_equal_schedules_from_scratch(seed, move_seed, cpu_mem):
+    """Law: the local search's moves re-schedule from their first changed position (:meth:`SGS.run` with
+    ``resume``); that gives exactly the list schedule from scratch, for swaps and insertions, with the other
+    jobs' allocations kept or every job re-chosen, where CPU/memory bind or not."""
+    inst = offline_instance(gpus=8, nodes=2, jobs=7, max_size=4, variability=0.1, locality_penalty=1.3,
+                            cpu_mem=cpu_mem, ps=cpu_mem and seed % 2 == 0, interarrival_s=300, seed=seed)
+    sg = oc.SGS(inst, oc.node_complete_options(inst))
+    rnd = random.Random(move_seed)
+    n = len(inst.jobs)
+    order = list(range(n))
+    rnd.shuffle(order)
+    obj, choice, _ = sg.run(order)
+    assume(math.isfinite(obj))
+    fixed0 = {j: rnd.randrange(len(sg.opts[j])) for j in range(n)} if rnd.random() < 0.5 else None
+    obj, choice, _ = sg.run(order, fixed0)
+    assume(math.isfinite(obj))
+    tr = sg.trace(order, choice)
+    assert tr.objective == obj
+    for _ in range(10):
+        i, k = rnd.randrange(n), rnd.randrange(n)
+        new = list(order)
+        if rnd.random() < 0.5:
+            new[i], new[k] = new[k], new[i]
+        else:
+            new.insert(k, new.pop(i))
+        if rnd.random() < 0.5:
+            fixed = {j: c for j, c in enumerate(choice)}
+            fixed[order[i]] = fixed[order[k]] = None
+            p = min(i, k)
+        else:
+            fixed, p = None, min(i, k, tr.ec_len)
+        full = sg.run(new, fixed)
+        part = sg.run(new, fixed, resume=(tr, p))
+        assert part[0] == full[0]
+        if math.isfinite(full[0]):
+            assert part[1] == full[1] and list(part[2]) == list(full[2])
+
+
 def test_list_scheduling_waits_for_node_cpus():
     """Two 2-GPU jobs at 6 CPUs per GPU on a 4-GPU node of 16 CPUs: the second waits for the first's CPUs
     though two GPUs are free (without the CPUs both would start at once)."""
@@ -1047,6 +1087,55 @@ def test_first_incumbent_tries_dispatch_rules():
     r = offline_cpsat.solve(inst, threads=1, seed=0, ls_share=0, hybrid_rounds=0)
     check_valid(inst, r)
     assert r.status == "optimal" and r.objective <= rep.objective    # 2 640: the GPU idles until t = 2
+
+
+def test_local_search_defers_a_long_job_that_arrives_at_an_idle_cluster():
+    """One GPU: a 10 000-s job at t = 0, three 100-s jobs at t = 1, 2, 3. Every dispatch rule starts the long
+    job at once (nothing else has arrived): mean JCT (10 000 + 10 099 + 10 198 + 10 297) / 4. The local
+    search's first pass moves the largest job to the end of the order: (100 + 199 + 298 + 10 301) / 4, the
+    brute-force optimum, before any random move."""
+    inst = _queue_behind_a_long_job()
+    d = inst.to_dict()
+    d["jobs"] = d["jobs"][1:]
+    for j, a in enumerate((0, 1, 2, 3)):
+        d["jobs"][j]["arrival"] = float(a)
+    inst = Instance.from_dict(d)
+    sched, rep = oc.greedy(inst)
+    assert math.isclose(rep.objective, (10000 + 10099 + 10198 + 10297) / 4, rel_tol=1e-9)
+    opts = oc.node_complete_options(inst)
+    start = {inst.index[sg.job]: sg.start for sg in sched.segments}
+    order = sorted(range(4), key=lambda j: start[j])
+    out = oc.local_search(inst, opts, [(order, {inst.index[sg.job]: sg.alloc for sg in sched.segments})], None,
+                          max_iters=0)
+    assert out[1] == [1, 2, 3, 0]
+    assert math.isclose(out[0], (100 + 199 + 298 + 10301) / 4, rel_tol=1e-9)
+    assert math.isclose(out[0], brute.solve(inst).objective, rel_tol=1e-9)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), move_seed=st.integers(0, 10_000))
+def test_local_search_moves_hold_no_job_back_behind_a_later_arrival(seed, move_seed):
+    """Law: a local-search move never puts a job ahead of a job that starts before it arrives (all the jobs
+    after it would wait for its arrival), except ahead of the one job the move defers."""
+    inst = offline_instance(gpus=8, nodes=2, jobs=9, max_size=4, variability=0.1, locality_penalty=1.3,
+                            interarrival_s=400, seed=seed)
+    sg = oc.SGS(inst, oc.node_complete_options(inst))
+    order = sorted(range(len(inst.jobs)), key=lambda j: (inst.jobs[j].arrival, j))
+    obj, choice, _ = sg.run(order)
+    tr = sg.trace(order, choice)
+    rnd = random.Random(move_seed)
+    for _ in range(30):
+        mv = oc._move(tr, sg.arr, rnd)
+        if mv is None:
+            continue
+        new, i, k = mv
+        assert sorted(new) == sorted(order) and new != order
+        deferred = tr.order[min(i, k)]
+        pos, old = {j: p for p, j in enumerate(new)}, {j: p for p, j in enumerate(tr.order)}
+        for x in new:
+            for y in new:
+                if pos[x] < pos[y] and old[y] < old[x] and y != deferred:
+                    assert sg.arr[x] <= tr.start[y]
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,0 +1,62 @@
+"""List-scheduling local search on a long queue: cost of a move and value after 10 s (pytest-benchmark).
+
+    pytest benchmarks/bench_local_search.py --benchmark-only -s
+
+160 jobs of 1-8 GPUs arriving every ~2 min on 32 GPUs of 3 types (8 nodes of 4 GPUs), the instance of
+``bench_preemptive_bound``'s 3-type case. ``full`` list-schedules 300 random moves of the greedy schedule's order
+from scratch, ``resumed`` the same moves from their first changed position (:meth:`SGS.run` with ``resume``):
+compare their times within one run (the machine is shared). ``search-10s`` runs the local search for 10 s from
+the greedy schedule and prints both objectives (mean JCT).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from formulations import offline_candidates as oc
+from jctlab.generators import offline_instance
+
+
+def _setup():
+    inst = offline_instance(gpus=32, nodes=8, jobs=160, types=("v100", "p100", "k80"), interarrival_s=120,
+                            duration_h=(0.05, 2), max_size=8, variability=0.05, locality_penalty=1.5, seed=0)
+    sched, rep = oc.greedy(inst)
+    conc, complete = oc.concrete_options(inst)
+    allocs = {inst.index[sg.job]: sg.alloc for sg in sched.segments}
+    opts = oc.with_allocations(inst, oc.search_options(inst, conc, complete, oc.node_complete_options(inst)), allocs)
+    start = {inst.index[sg.job]: sg.start for sg in sched.segments}
+    order = sorted(range(len(inst.jobs)), key=lambda j: (start[j], j))
+    return inst, rep.objective, opts, order, allocs
+
+
+@pytest.mark.parametrize("case", ["full", "resumed"])
+def test_list_schedule_moves(benchmark, case):
+    inst, _, opts, order, _ = _setup()
+    sg = oc.SGS(inst, opts)
+    _, choice, _ = sg.run(order)
+    tr = sg.trace(order, choice)
+    rnd = random.Random(0)
+    moves = [m for m in (oc._move(tr, sg.arr, rnd) for _ in range(600)) if m is not None][:300]
+
+    def run():
+        out = []
+        for new, i, k in moves:
+            out.append(sg.run(new, None, resume=(tr, min(i, k, tr.ec_len)) if case == "resumed" else None)[0])
+        return out
+
+    objs = benchmark.pedantic(run, rounds=3, iterations=1)
+    benchmark.extra_info.update(moves=len(moves))
+    print(f"\n{case}: {len(moves)} moves")
+    assert len(moves) == 300 and all(o > 0 for o in objs)
+
+
+def test_local_search_value(benchmark):
+    inst, greedy, opts, order, allocs = _setup()
+    out = benchmark.pedantic(lambda: oc.local_search(inst, opts, [(order, allocs), order],
+                                                      time.perf_counter() + 10.0), rounds=1, iterations=1)
+    benchmark.extra_info.update(greedy=greedy, local_search=out[0])
+    print(f"\nsearch-10s: greedy {greedy:.1f} → local search {out[0]:.1f}")
+    assert out[0] <= greedy + 1e-6

@@ -6,7 +6,8 @@
 ``bench_preemptive_bound``'s 3-type case. ``full`` list-schedules 300 random moves of the greedy schedule's order
 from scratch, ``resumed`` the same moves from their first changed position (:meth:`SGS.run` with ``resume``):
 compare their times within one run (the machine is shared). ``search-10s`` runs the local search for 10 s from
-the greedy schedule and prints both objectives (mean JCT).
+the greedy schedule and prints both objectives (mean JCT), on that queue and on ``long``: the same queue on one GPU
+type with jobs of 0.05-20 h, where list schedules start long jobs that arrive at idle GPUs at once.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from formulations import offline_candidates as oc
 from jctlab.generators import offline_instance
 
 
-def _setup():
-    inst = offline_instance(gpus=32, nodes=8, jobs=160, types=("v100", "p100", "k80"), interarrival_s=120,
-                            duration_h=(0.05, 2), max_size=8, variability=0.05, locality_penalty=1.5, seed=0)
+def _setup(case="3-types"):
+    long = case == "long"
+    inst = offline_instance(gpus=32, nodes=8, jobs=160, types=("v100",) if long else ("v100", "p100", "k80"),
+                            interarrival_s=120, duration_h=(0.05, 20 if long else 2), max_size=8, variability=0.05,
+                            locality_penalty=1.5, seed=0)
     sched, rep = oc.greedy(inst)
     conc, complete = oc.concrete_options(inst)
     allocs = {inst.index[sg.job]: sg.alloc for sg in sched.segments}
@@ -53,10 +56,11 @@ def test_list_schedule_moves(benchmark, case):
     assert len(moves) == 300 and all(o > 0 for o in objs)
 
 
-def test_local_search_value(benchmark):
-    inst, greedy, opts, order, allocs = _setup()
+@pytest.mark.parametrize("case", ["3-types", "long"])
+def test_local_search_value(benchmark, case):
+    inst, greedy, opts, order, allocs = _setup(case)
     out = benchmark.pedantic(lambda: oc.local_search(inst, opts, [(order, allocs), order],
                                                       time.perf_counter() + 10.0), rounds=1, iterations=1)
     benchmark.extra_info.update(greedy=greedy, local_search=out[0])
-    print(f"\nsearch-10s: greedy {greedy:.1f} → local search {out[0]:.1f}")
+    print(f"\nsearch-10s {case}: greedy {greedy:.1f} → local search {out[0]:.1f}")
     assert out[0] <= greedy + 1e-6

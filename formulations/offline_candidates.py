@@ -22,12 +22,12 @@ CPU/memory and every rule are those of replay).
 
 from __future__ import annotations
 
-import itertools
-import math
-import time
 import bisect
 import dataclasses
 import functools
+import itertools
+import math
+import time
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -1327,12 +1327,7 @@ class SGS:
             if not np.isfinite(s):
                 return math.inf, choice, start
             last = s
-            e = s + self.dur[j][k]
-            free[self.mask[j][k]] = e
-            if self.nr:
-                ends.append(e)
-                dems.append(self.dem[j][k])
-            comp[j], choice[j], start[j] = e, k, s
+            comp[j], choice[j], start[j] = self._place(j, k, s, free, ends, dems), k, s
         return self._objective(comp), choice, start
 
     def trace(self, order, choice) -> "SGSTrace":
@@ -1349,23 +1344,30 @@ class SGS:
         ec_len = None
         for p, j in enumerate(order):
             frees[p], lasts[p] = free, last
-            st = self._starts(j, slice(None), free, last, ends, dems)
             k = choice[j]
-            if ec_len is None and self._earliest(j, st) != k:
-                ec_len = p
-            s = float(st[k])
+            if ec_len is None:      # every option's start, until a job chooses otherwise than earliest completion
+                st = self._starts(j, slice(None), free, last, ends, dems)
+                if self._earliest(j, st) != k:
+                    ec_len = p
+                s = float(st[k])
+            else:
+                s = float(self._starts(j, [k], free, last, ends, dems)[0])
             if not np.isfinite(s):
                 raise ValueError("trace of an infeasible list schedule")
             last = s
-            e = s + self.dur[j][k]
-            free[self.mask[j][k]] = e
-            if self.nr:
-                ends.append(e)
-                dems.append(self.dem[j][k])
-            comp[j], start[j] = e, s
+            comp[j], start[j] = self._place(j, k, s, free, ends, dems), s
         frees[n], lasts[n] = free, last
         return SGSTrace(list(order), list(choice), frees, lasts, comp, start, ends, dems,
                         n if ec_len is None else ec_len, self._objective(comp))
+
+    def _place(self, j, k, s, free, ends, dems) -> float:
+        """Job ``j`` on option ``k`` from ``s``: its GPUs and CPUs/memory are held until its end (returned)."""
+        e = s + self.dur[j][k]
+        free[self.mask[j][k]] = e
+        if self.nr:
+            ends.append(e)
+            dems.append(self.dem[j][k])
+        return e
 
     def _objective(self, comp):
         if self.inst.objective == "makespan":

@@ -1384,6 +1384,12 @@ LS_STALL = 10
 LS_KICK = 3
 
 
+def _start_order(start) -> list:
+    """Job indices by start, ties by job: the order in which the local search records a state (its list
+    schedule on the same allocations is no worse, :class:`SGS`)."""
+    return sorted(range(len(start)), key=lambda j: (start[j], j))
+
+
 def _move(tr: SGSTrace, arr, rnd):
     """A random swap or insertion on ``tr``'s order, as (new order, i, k), or None. A job is never moved
     ahead of jobs that start before it arrives (they would all wait for it): an insertion goes to the first
@@ -1431,9 +1437,9 @@ def _defer_pass(sg: SGS, cur: SGSTrace, deadline: float | None) -> SGSTrace:
         fixed[j] = None
         # the others keep their GPUs, or every job re-chooses (earliest completion)
         tries = [sg.run(order, fixed, resume=(cur, p)), sg.run(order, None, resume=(cur, min(p, cur.ec_len)))]
-        obj, ch, _ = min(tries, key=lambda t: t[0])
+        obj, ch, st = min(tries, key=lambda t: t[0])
         if obj < cur.objective - 1e-9:
-            cur = sg.trace(order, ch)
+            cur = sg.trace(_start_order(st), ch)
     return cur
 
 
@@ -1473,11 +1479,11 @@ def local_search(inst: Instance, opts: list[list[Option]], seeds: list, deadline
             for j, a in alloc.items():
                 idx[j] = next((k for k, o in enumerate(sg.opts[j]) if o.alloc == a), None)
             o1, c1, s1 = sg.run(order, idx)
-            consider(o1, sorted(range(n), key=lambda j: (s1[j], j)), c1)
+            consider(o1, _start_order(s1), c1)
         else:
             order = sd
         o2, c2, s2 = sg.run(order)
-        consider(o2, sorted(range(n), key=lambda j: (s2[j], j)), c2)
+        consider(o2, _start_order(s2), c2)
     if best is None or not math.isfinite(best[0]):
         return None
     # the current state is a recorded list schedule: a move re-schedules from its first changed position
@@ -1504,8 +1510,7 @@ def local_search(inst: Instance, opts: list[list[Option]], seeds: list, deadline
             fixed, p = None, min(i, k, cur.ec_len)
         obj, ch, st = sg.run(order, fixed, resume=(cur, p))
         if obj < cur.objective - 1e-9:
-            # jobs that start together in job order (no worse: the same allocations in start order)
-            cur = sg.trace(sorted(range(n), key=lambda j: (st[j], j)), ch)
+            cur = sg.trace(_start_order(st), ch)
             if consider(cur.objective, cur.order, ch):
                 best_tr = cur
             stall = 0
@@ -1515,9 +1520,9 @@ def local_search(inst: Instance, opts: list[list[Option]], seeds: list, deadline
                 kicked = best_tr
                 for _ in range(LS_KICK):
                     if (mv := _move(kicked, sg.arr, rnd)) is not None:
-                        o, c, _ = sg.run(mv[0])
+                        o, c, st = sg.run(mv[0])
                         if math.isfinite(o):
-                            kicked = sg.trace(mv[0], c)
+                            kicked = sg.trace(_start_order(st), c)
                 cur = kicked
                 stall = 0
     return best[0], best[1], sg.allocs(best[2])

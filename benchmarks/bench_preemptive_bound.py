@@ -3,9 +3,10 @@
     pytest benchmarks/bench_preemptive_bound.py --benchmark-only -s
 
 160 jobs of 1-8 GPUs arriving every ~2 min on 32 GPUs (8 nodes): more work than GPUs, as in PAL's
-Sia-Philly workloads. One GPU type: ``plain`` is the LP with the all-GPU area row and no busy-time tangents (the
-first LP of ``lower_bound`` without a limit), ``tangents`` both LPs. Three types: ``lower_bound`` with a 5-s limit
-(coarse bucket grids first: its 160-bucket LP takes over a minute there). Each case prints the bound and its
+Sia-Philly workloads. One GPU type: ``plain`` is the 160-bucket LP without the busy-time tangents, ``tangents``
+the one with them (``lower_bound`` without a limit). Three types: ``lower_bound`` with a 5-s limit (coarse bucket
+grids first: its 160-bucket LP takes over a minute there; per-job modes charge the slower types' run time and
+GPU-seconds, docs/oracle-offline.md follow-up 22). Each case prints the bound and its
 ratio to Σ(a_j + p_j)/n; compare times within one run (the machine is shared).
 """
 

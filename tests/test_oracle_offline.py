@@ -169,7 +169,7 @@ def test_auto_runs_offline_members_in_turn_with_every_thread(monkeypatch):
         return real(name, inst, time_limit, threads, *a)
 
     monkeypatch.setattr(portfolio, "_member", spy)
-    inst = tiny(4, gpus=4, nodes=2, jobs=4, max_size=2, variability=0.08)
+    inst = tiny(6, gpus=4, nodes=2, jobs=4, max_size=2, variability=0.08)   # no queue: preemptive LP = Σ(a_j + p_j)
     r = methods.solve(inst, method="auto", time_limit=20, threads=2, cache=None)
     check_valid(inst, r)
     assert r.status == "optimal" and r.objective == pytest.approx(brute.solve(inst).objective, rel=RTOL)

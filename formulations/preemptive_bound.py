@@ -99,10 +99,6 @@ class Mode:
     gpus: int
     by_type: tuple[tuple[str, int], ...] = ()
 
-    def charges(self) -> tuple[float, ...]:
-        """(run time, all GPU-seconds, GPU-seconds per type in ``by_type`` order) per unit of work."""
-        return (self.dur, self.gpus * self.dur) + tuple(c * self.dur for _, c in self.by_type)
-
     def covers(self, other: Mode) -> bool:
         """Every charge of ``self`` at most ``other``'s: work on ``other`` can move to ``self``."""
         mine = dict(self.by_type)

@@ -110,7 +110,7 @@ class Mode:
 def _class_types(inst: Instance, job, cls: tuple) -> tuple[dict[str, int], int]:
     """The GPUs of type known per type, and the GPU count, of every allocation mapped onto relaxed class ``cls``."""
     def only_type(nodes) -> str | None:
-        ts = {g.type for v in nodes for g in inst.cluster.node[v].gpus if job.can_use(g.type)}
+        ts = {g.type for g in oc.hostable(inst, job) if g.node in nodes}
         return next(iter(ts)) if len(ts) == 1 else None
 
     if cls[0] == "node":
@@ -128,10 +128,11 @@ def _class_types(inst: Instance, job, cls: tuple) -> tuple[dict[str, int], int]:
     return ({t: n} if t else {}), n
 
 
-def job_modes(inst: Instance) -> list[list[Mode]]:
+def job_modes(inst: Instance, caps: list[dict[str, float]] | None = None) -> list[list[Mode]]:
     """Per job, its LP modes (module docstring): from its relaxed classes, classes of one GPU count with the same
-    types in mixed proportions merged, durations at least a perfect split's, modes another covers dropped."""
-    caps = rate_caps(inst)
+    types in mixed proportions merged, durations at least a perfect split's, modes another covers dropped.
+    ``caps``: :func:`rate_caps` of ``inst``, when the caller has them."""
+    caps = rate_caps(inst) if caps is None else caps
     out = []
     for job, opts, eta in zip(inst.jobs, oc.class_options(inst), caps):
         merged: dict[tuple, tuple[float, dict[str, int]]] = {}
@@ -187,7 +188,7 @@ def lower_bound(inst: Instance, time_limit: float | None = None, threads: int = 
         return math.inf  # a job that no allocation can host: no schedule at all
     best = oc.trivial_bound(inst)
     caps = rate_caps(inst)
-    modes = job_modes(inst)
+    modes = job_modes(inst, caps)
     pm = [min(m.dur for m in ms) for ms in modes]
 
     def left() -> float | None:

@@ -63,7 +63,8 @@ def test_gpu_second_rows_charge_what_a_multi_gpu_job_holds(monkeypatch):
     with_area = preemptive_bound.lower_bound(inst)
     real = preemptive_bound.job_modes
     monkeypatch.setattr(preemptive_bound, "job_modes",
-                        lambda inst_: [[preemptive_bound.Mode(m.dur, 0) for m in ms] for ms in real(inst_)])
+                        lambda inst_, caps=None: [[preemptive_bound.Mode(m.dur, 0) for m in ms]
+                                                  for ms in real(inst_, caps)])
     without = preemptive_bound.lower_bound(inst)
     assert without < with_area <= opt * (1 + 1e-9)
 

@@ -4,10 +4,12 @@
 
 160 jobs of 1-8 GPUs arriving every ~2 min on 32 GPUs of 3 types (8 nodes of 4 GPUs), the instance of
 ``bench_preemptive_bound``'s 3-type case. ``full`` list-schedules 300 random moves of the greedy schedule's order
-from scratch, ``resumed`` the same moves from their first changed position (:meth:`SGS.run` with ``resume``):
-compare their times within one run (the machine is shared). ``search-10s`` runs the local search for 10 s from
-the greedy schedule and prints both objectives (mean JCT), on that queue and on ``long``: the same queue on one GPU
-type with jobs of 0.05-20 h, where list schedules start long jobs that arrive at idle GPUs at once.
+from scratch, ``resumed`` the same moves from their first changed position (:meth:`SGS.run` with ``resume``), by
+the start-order rule or (``gaps-``) the gap rule: compare their times within one run (the machine is shared).
+``search-10s`` runs the local search for 10 s from the greedy schedule and prints the objectives (mean JCT), on that
+queue and on ``long``: the same queue on one GPU type with jobs of 0.05-20 h, where list schedules start long jobs
+that arrive at idle GPUs at once; ``start-order`` searches with the start-order rule only
+(``LS_START_ORDER_SHARE = 1``), ``default`` with both rules.
 """
 
 from __future__ import annotations
@@ -35,10 +37,11 @@ def _setup(case="3-types"):
     return inst, rep.objective, opts, order, allocs
 
 
-@pytest.mark.parametrize("case", ["full", "resumed"])
+@pytest.mark.parametrize("case", ["full", "resumed", "gaps-full", "gaps-resumed"])
 def test_list_schedule_moves(benchmark, case):
     inst, _, opts, order, _ = _setup()
     sg = oc.SGS(inst, opts)
+    sg.gaps = case.startswith("gaps")
     _, choice, _ = sg.run(order)
     tr = sg.trace(order, choice)
     rnd = random.Random(0)
@@ -47,7 +50,7 @@ def test_list_schedule_moves(benchmark, case):
     def run():
         out = []
         for new, i, k in moves:
-            out.append(sg.run(new, None, resume=(tr, min(i, k, tr.ec_len)) if case == "resumed" else None)[0])
+            out.append(sg.run(new, None, resume=(tr, min(i, k, tr.ec_len)) if case.endswith("resumed") else None)[0])
         return out
 
     objs = benchmark.pedantic(run, rounds=3, iterations=1)
@@ -56,11 +59,14 @@ def test_list_schedule_moves(benchmark, case):
     assert len(moves) == 300 and all(o > 0 for o in objs)
 
 
+@pytest.mark.parametrize("rules", ["start-order", "default"])
 @pytest.mark.parametrize("case", ["3-types", "long"])
-def test_local_search_value(benchmark, case):
+def test_local_search_value(benchmark, monkeypatch, case, rules):
     inst, greedy, opts, order, allocs = _setup(case)
+    if rules == "start-order":
+        monkeypatch.setattr(oc, "LS_START_ORDER_SHARE", 1.0)
     out = benchmark.pedantic(lambda: oc.local_search(inst, opts, [(order, allocs), order],
                                                       time.perf_counter() + 10.0), rounds=1, iterations=1)
     benchmark.extra_info.update(greedy=greedy, local_search=out[0])
-    print(f"\nsearch-10s {case}: greedy {greedy:.1f} → local search {out[0]:.1f}")
+    print(f"\nsearch-10s {case} {rules}: greedy {greedy:.1f} → local search {out[0]:.1f}")
     assert out[0] <= greedy + 1e-6

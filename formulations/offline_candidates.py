@@ -1207,37 +1207,46 @@ def search_options(inst: Instance, concrete: list[list[Option]], complete: bool,
 
 @dataclass(frozen=True)
 class SGSTrace:
-    """A recorded list schedule (:meth:`SGS.trace`): the state before each position of ``order``."""
+    """A recorded list schedule (:meth:`SGS.trace`): enough to resume it before any position of ``order``."""
     order: list
     choice: list
-    free: Any          # (n + 1) × GPUs: each GPU's free time before position p
-    last: Any          # start of the job before position p
+    state: tuple       # the rule's record: (GPU free times and last start before each position, ends,
+                       # CPU/memory held) for start-order rule, (starts, ends, GPU masks by position) with gaps
     comp: Any
     start: Any
-    ends: list
-    dems: list
     ec_len: int        # leading positions whose choice is the earliest-completion one
     objective: float
 
     @functools.cached_property
     def order_starts(self) -> list:
-        """Starts along the order (non-decreasing)."""
-        return [self.start[j] for j in self.order]
+        """Starts along the order, as a running maximum (non-decreasing; the starts themselves are, unless
+        the list schedule fills gaps)."""
+        return list(np.maximum.accumulate([self.start[j] for j in self.order]))
 
 
 class SGS:
     """Fast serial list scheduling over concrete options (incumbents only; never a bound).
 
-    A job is placed, in priority order, at the earliest time ≥ max(arrival, previous start, latest free
-    time of its GPUs) at which the node CPUs/memory it holds are free, on its fixed option or, for a job
-    without one, on the option with the earliest completion (ties: shorter). Starts never decrease along
-    the order, so the CPUs/memory held at any later time only fall as placed jobs end: the earliest
-    feasible time is the first end time after which the job fits. Every schedule with a given allocation
-    is dominated by this scheme applied to its start order (each GPU is free, and each node holds no more,
-    no later than in that schedule, by induction), so searching over orders and allocations can reach an
-    optimum of the exact model. Only used where durations do not depend on other jobs (no interference,
-    :meth:`applicable`); results are re-timed and replayed by the simulator before they are used
-    (objective = replayed).
+    Jobs are placed in priority order, each on its fixed option or, for a job without one, on the option
+    with the earliest completion (ties: shorter), by one of two rules:
+
+    * *start order* (the default): at the earliest time ≥ max(arrival, previous start, latest free time of
+      its GPUs) at which the node CPUs/memory it holds are free. Starts never decrease along the order, so
+      the CPUs/memory held at any later time only fall as placed jobs end: the earliest feasible time is
+      the first end time after which the job fits.
+    * *gaps* (``gaps = True``; only where no CPU/memory binds, :meth:`fills_gaps`): at the earliest time
+      ≥ arrival at which its GPUs are free for its whole duration, possibly before jobs placed ahead of it
+      (backfilling into idle periods: the serial schedule generation scheme of project scheduling). With
+      the same order and allocations no job starts later than by the start-order rule (by induction: the
+      jobs ahead of it on its GPUs end no later, so its start-order start is free to the end). On a loaded
+      queue whose 8-GPU jobs must spread this is what lets a search move them (docs/oracle-offline.md,
+      follow-up 23).
+
+    Every schedule with a given allocation is dominated by either rule applied to its start order (each
+    GPU is free, and each node holds no more, no later than in that schedule, by induction), so searching
+    over orders and allocations can reach an optimum of the exact model. Only used where durations do not
+    depend on other jobs (no interference, :meth:`applicable`); results are re-timed and replayed by the
+    simulator before they are used (objective = replayed).
     """
 
     def __init__(self, inst: Instance, opts: list[list[Option]]):
@@ -1262,6 +1271,12 @@ class SGS:
             self.dem.append(np.array([[o.demand.get(r, 0.0) for r in res] for o in conc]).reshape(len(conc), len(res)))
         self.ng = len(gid)
         self.nr = len(res)
+        self.gaps = False
+        self.maskf = [m.astype(np.float32) for m in self.mask]     # for GPU-sharing tests by product
+
+    def fills_gaps(self) -> bool:
+        """Whether the gap rule applies (no CPU/memory can bind)."""
+        return self.nr == 0
 
     @staticmethod
     def applicable(inst: Instance, opts: list[list[Option]]) -> bool:
@@ -1279,9 +1294,12 @@ class SGS:
         held = np.vstack([suffix, np.zeros((1, self.nr))])   # held[i] from e[i-1] on (held[0]: all)
         return np.concatenate([[-np.inf], e]), held
 
-    def _starts(self, j, ks, free, last, ends, dems):
-        """Earliest starts of job ``j``'s options ``ks`` (a slice or index list) after the placed jobs."""
+    def _starts(self, j, ks, state, p):
+        """Earliest starts of job ``j``'s options ``ks`` (a slice or index list) after the ``p`` placed jobs."""
+        if self.gaps:
+            return self._gap_starts(j, ks, state, p)
         np = self.np
+        free, last, ends, dems = state
         st = np.maximum(np.maximum(self.arr[j], last), np.where(self.mask[j][ks], free, -np.inf).max(axis=1))
         if self.nr:
             times, held = self._held_after(ends, dems)
@@ -1295,9 +1313,54 @@ class SGS:
             st = np.where(ok, np.maximum(st, times[np.minimum(first, len(times) - 1)]), np.inf)
         return st
 
+    def _gap_starts(self, j, ks, state, p):
+        """Gap rule: from the arrival, each option's start is pushed past the latest end among the placed
+        jobs that share a GPU with it and overlap [start, start + duration), until none does (no earlier
+        start is free: each of them must have ended)."""
+        np = self.np
+        d = self.dur[j][ks]
+        t = np.full(len(d), self.arr[j])
+        S, E, M = (x[:p] for x in state)
+        live = E > self.arr[j] + EPS
+        if not live.any():
+            return t
+        S, E = S[live], E[live]
+        shares = (self.maskf[j][ks] @ M[live].T) > 0.5
+        while True:
+            clash = shares & (S[None, :] < (t + d)[:, None] - EPS) & (E[None, :] > t[:, None] + EPS)
+            if not clash.any():
+                return t
+            t = np.maximum(t, np.where(clash, E[None, :], -np.inf).max(axis=1))
+
     def _earliest(self, j, st):
         """The option of earliest completion (ties: shorter, then first)."""
         return int(self.np.lexsort((self.dur[j], st + self.dur[j]))[0])
+
+    def _empty(self, n: int) -> list:
+        np = self.np
+        if self.gaps:       # starts, ends and GPU masks by position
+            return [np.empty(n), np.empty(n), np.zeros((n, self.ng), dtype=np.float32)]
+        return [np.zeros(self.ng), -np.inf, [], []]     # GPU free times, last start, ends, CPU/memory held
+
+    def _resumed(self, tr: SGSTrace, p: int) -> list:
+        """The state of ``tr``'s list schedule before its position ``p``."""
+        if self.gaps:
+            return [x.copy() for x in tr.state]
+        frees, lasts, ends, dems = tr.state
+        return [frees[p].copy(), lasts[p], ends[:p], dems[:p]]
+
+    def _place(self, j, k, s, state, p) -> float:
+        """Job ``j`` on option ``k`` from ``s``: its GPUs and CPUs/memory are held until its end (returned)."""
+        e = s + self.dur[j][k]
+        if self.gaps:
+            state[0][p], state[1][p], state[2][p] = s, e, self.maskf[j][k]
+            return e
+        state[0][self.mask[j][k]] = e
+        state[1] = s
+        if self.nr:
+            state[2].append(e)
+            state[3].append(self.dem[j][k])
+        return e
 
     def run(self, order, fixed=None, resume=None):
         """(objective, choice per job, start per job) of the list schedule; fixed: job → option index
@@ -1306,28 +1369,26 @@ class SGS:
         is the trace's and those jobs choose as they did there (fixed to the trace's choices, or
         earliest completion within the trace's ``ec_len`` leading positions)."""
         np = self.np
+        n = len(order)
         if resume is None or resume[1] == 0:
-            p0, free, last = 0, np.zeros(self.ng), -np.inf
-            comp, choice, start = np.empty(len(order)), [0] * len(order), np.empty(len(order))
-            ends: list = []
-            dems: list = []
+            p0, state = 0, self._empty(n)
+            comp, choice, start = np.empty(n), [0] * n, np.empty(n)
         else:
             tr, p0 = resume
-            free, last = tr.free[p0].copy(), tr.last[p0]
+            state = self._resumed(tr, p0)
             comp, choice, start = tr.comp.copy(), list(tr.choice), tr.start.copy()
-            ends, dems = tr.ends[:p0], tr.dems[:p0]
-        for j in order[p0:]:
+        for p in range(p0, n):
+            j = order[p]
             k = None if fixed is None else fixed.get(j)
             if k is None:
-                st = self._starts(j, slice(None), free, last, ends, dems)
+                st = self._starts(j, slice(None), state, p)
                 k = self._earliest(j, st)
                 s = float(st[k])
             else:
-                s = float(self._starts(j, [k], free, last, ends, dems)[0])
+                s = float(self._starts(j, [k], state, p)[0])
             if not np.isfinite(s):
                 return math.inf, choice, start
-            last = s
-            comp[j], choice[j], start[j] = self._place(j, k, s, free, ends, dems), k, s
+            comp[j], choice[j], start[j] = self._place(j, k, s, state, p), k, s
         return self._objective(comp), choice, start
 
     def trace(self, order, choice) -> "SGSTrace":
@@ -1336,38 +1397,31 @@ class SGS:
         chose the earliest-completion option)."""
         np = self.np
         n = len(order)
-        free, last = np.zeros(self.ng), -np.inf
-        frees, lasts = np.empty((n + 1, self.ng)), np.empty(n + 1)
+        state = self._empty(n)
+        frees, lasts = np.empty((n + 1, self.ng)), np.empty(n + 1)     # start-order rule only
         comp, start = np.empty(n), np.empty(n)
-        ends: list = []
-        dems: list = []
         ec_len = None
         for p, j in enumerate(order):
-            frees[p], lasts[p] = free, last
+            if not self.gaps:
+                frees[p], lasts[p] = state[0], state[1]
             k = choice[j]
             if ec_len is None:      # every option's start, until a job chooses otherwise than earliest completion
-                st = self._starts(j, slice(None), free, last, ends, dems)
+                st = self._starts(j, slice(None), state, p)
                 if self._earliest(j, st) != k:
                     ec_len = p
                 s = float(st[k])
             else:
-                s = float(self._starts(j, [k], free, last, ends, dems)[0])
+                s = float(self._starts(j, [k], state, p)[0])
             if not np.isfinite(s):
                 raise ValueError("trace of an infeasible list schedule")
-            last = s
-            comp[j], start[j] = self._place(j, k, s, free, ends, dems), s
-        frees[n], lasts[n] = free, last
-        return SGSTrace(list(order), list(choice), frees, lasts, comp, start, ends, dems,
+            comp[j], start[j] = self._place(j, k, s, state, p), s
+        if self.gaps:
+            record = tuple(state)
+        else:
+            frees[n], lasts[n] = state[0], state[1]
+            record = (frees, lasts, state[2], state[3])
+        return SGSTrace(list(order), list(choice), record, comp, start,
                         n if ec_len is None else ec_len, self._objective(comp))
-
-    def _place(self, j, k, s, free, ends, dems) -> float:
-        """Job ``j`` on option ``k`` from ``s``: its GPUs and CPUs/memory are held until its end (returned)."""
-        e = s + self.dur[j][k]
-        free[self.mask[j][k]] = e
-        if self.nr:
-            ends.append(e)
-            dems.append(self.dem[j][k])
-        return e
 
     def _objective(self, comp):
         if self.inst.objective == "makespan":
@@ -1443,6 +1497,10 @@ def _defer_pass(sg: SGS, cur: SGSTrace, deadline: float | None) -> SGSTrace:
     return cur
 
 
+#: share of the local search's time (or moves) with the start-order rule; the rest fills gaps (:class:`SGS`)
+LS_START_ORDER_SHARE = 0.5
+
+
 def local_search(inst: Instance, opts: list[list[Option]], seeds: list, deadline: float | None, rng_seed: int = 0,
                  max_iters: int | None = None):
     """Improve priority orders by list scheduling (:class:`SGS`) until ``deadline`` (perf_counter).
@@ -1454,24 +1512,17 @@ def local_search(inst: Instance, opts: list[list[Option]], seeds: list, deadline
     start before it arrives), after a first pass of :func:`_defer_pass`. A move re-schedules from its first
     changed position (:meth:`SGS.run` with ``resume``); an improving one becomes the current state in start
     order (ties by job). After ``LS_STALL`` × n moves without a gain it restarts from the best state
-    perturbed by ``LS_KICK`` moves. Returns (objective, order, allocations) of the best list schedule
-    (SGS objective; the caller re-times and replays it), or None.
+    perturbed by ``LS_KICK`` moves. The first ``LS_START_ORDER_SHARE`` of the time (or moves) list-schedules
+    by start order; the rest, where no CPU/memory binds, by the gap rule from the best state so far (no
+    worse on the same order and allocations). Returns (objective, order, allocations) of the best list
+    schedule (SGS objective; the caller re-times and replays it), or None.
     """
     import random
     import time as _t
 
     sg = SGS(inst, opts)
     rnd = random.Random(rng_seed)
-    n = len(inst.jobs)
     best = None
-
-    def consider(obj, order, choice):
-        nonlocal best
-        if best is None or obj < best[0] - 1e-9:
-            best = (obj, list(order), list(choice))
-            return True
-        return False
-
     for sd in seeds:
         if isinstance(sd, tuple):
             order, alloc = sd
@@ -1479,18 +1530,37 @@ def local_search(inst: Instance, opts: list[list[Option]], seeds: list, deadline
             for j, a in alloc.items():
                 idx[j] = next((k for k, o in enumerate(sg.opts[j]) if o.alloc == a), None)
             o1, c1, s1 = sg.run(order, idx)
-            consider(o1, _start_order(s1), c1)
+            best = _better(best, (o1, _start_order(s1), c1))
         else:
             order = sd
         o2, c2, s2 = sg.run(order)
-        consider(o2, _start_order(s2), c2)
+        best = _better(best, (o2, _start_order(s2), c2))
     if best is None or not math.isfinite(best[0]):
         return None
-    # the current state is a recorded list schedule: a move re-schedules from its first changed position
-    cur = sg.trace(best[1], best[2])
-    consider(cur.objective, cur.order, cur.choice)
+    phases = [(False, LS_START_ORDER_SHARE), (True, 1.0)] if sg.fills_gaps() else [(False, 1.0)]
+    start = _t.perf_counter()
+    for gaps, upto in phases:
+        sg.gaps = gaps
+        until = None if deadline is None else start + upto * (deadline - start)
+        iters = None if max_iters is None else math.ceil(upto * max_iters)
+        best = _better(best, _climb(sg, sg.trace(best[1], best[2]), until, iters, rnd))
+        max_iters = None if max_iters is None else max_iters - iters
+    return best[0], best[1], sg.allocs(best[2])
+
+
+def _better(best, cand):
+    return cand if best is None or cand[0] < best[0] - 1e-9 else best
+
+
+def _climb(sg: SGS, cur: SGSTrace, deadline: float | None, max_iters: int | None, rnd):
+    """Hill climbing with restarts from ``cur`` (see :func:`local_search`); the best (objective, start
+    order, choices)."""
+    import time as _t
+
+    n = len(cur.order)
+    best = (cur.objective, cur.order, cur.choice)
     cur = _defer_pass(sg, cur, deadline)
-    consider(cur.objective, cur.order, cur.choice)
+    best = _better(best, (cur.objective, cur.order, cur.choice))
     best_tr = cur
     stall = 0
     it = 0
@@ -1511,8 +1581,8 @@ def local_search(inst: Instance, opts: list[list[Option]], seeds: list, deadline
         obj, ch, st = sg.run(order, fixed, resume=(cur, p))
         if obj < cur.objective - 1e-9:
             cur = sg.trace(_start_order(st), ch)
-            if consider(cur.objective, cur.order, ch):
-                best_tr = cur
+            if cur.objective < best[0] - 1e-9:
+                best, best_tr = (cur.objective, cur.order, cur.choice), cur
             stall = 0
         else:
             stall += 1
@@ -1525,4 +1595,4 @@ def local_search(inst: Instance, opts: list[list[Option]], seeds: list, deadline
                             kicked = sg.trace(_start_order(st), c)
                 cur = kicked
                 stall = 0
-    return best[0], best[1], sg.allocs(best[2])
+    return best

@@ -969,14 +969,15 @@ def test_list_schedules_hold_node_cpus_and_memory(seed, order_seed):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10_000), move_seed=st.integers(0, 10_000), cpu_mem=st.booleans())
-def test_resumed_list_schedules_equal_schedules_from_scratch(seed, move_seed, cpu_mem):
+@given(seed=st.integers(0, 10_000), move_seed=st.integers(0, 10_000), cpu_mem=st.booleans(), gaps=st.booleans())
+def test_resumed_list_schedules_equal_schedules_from_scratch(seed, move_seed, cpu_mem, gaps):
     """Law: the local search's moves re-schedule from their first changed position (:meth:`SGS.run` with
     ``resume``); that gives exactly the list schedule from scratch, for swaps and insertions, with the other
-    jobs' allocations kept or every job re-chosen, where CPU/memory bind or not."""
+    jobs' allocations kept or every job re-chosen, where CPU/memory bind or not, by either rule."""
     inst = offline_instance(gpus=8, nodes=2, jobs=7, max_size=4, variability=0.1, locality_penalty=1.3,
                             cpu_mem=cpu_mem, ps=cpu_mem and seed % 2 == 0, interarrival_s=300, seed=seed)
     sg = oc.SGS(inst, oc.node_complete_options(inst))
+    sg.gaps = gaps and sg.fills_gaps()
     rnd = random.Random(move_seed)
     n = len(inst.jobs)
     order = list(range(n))
@@ -1006,6 +1007,47 @@ def test_resumed_list_schedules_equal_schedules_from_scratch(seed, move_seed, cp
         assert part[0] == full[0]
         if math.isfinite(full[0]):
             assert part[1] == full[1] and list(part[2]) == list(full[2])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), order_seed=st.integers(0, 10_000))
+def test_gap_rule_replays_and_starts_no_job_later(seed, order_seed):
+    """Law: the gap rule's list schedule of any order and allocations replays valid with its objective, and
+    no job starts later than by the start-order rule on the same order and allocations."""
+    inst = offline_instance(gpus=8, nodes=2, jobs=7, max_size=4, elastic=0.3, variability=0.1,
+                            locality_penalty=1.3, interarrival_s=200, seed=seed)
+    sg = oc.SGS(inst, oc.node_complete_options(inst))
+    assert sg.fills_gaps()
+    rnd = random.Random(order_seed)
+    order = list(range(len(inst.jobs)))
+    rnd.shuffle(order)
+    fixed = {j: rnd.randrange(len(sg.opts[j])) for j in order}
+    by_order = sg.run(order, fixed)
+    sg.gaps = True
+    obj, choice, start = sg.run(order, fixed)
+    assert all(start[j] <= by_order[2][j] + 1e-9 for j in order) and obj <= by_order[0] + 1e-9
+    segs = tuple(Segment(inst.jobs[j].name, float(start[j]), None, sg.opts[j][choice[j]].alloc) for j in order)
+    rep = replay(inst, Schedule(inst.name, "sgs", segs))
+    assert rep.valid, rep.error
+    assert math.isclose(rep.objective, obj, rel_tol=1e-9)
+
+
+def test_gap_rule_fills_an_idle_gpu_before_a_job_placed_ahead():
+    """Two GPUs: a 1 000-s 1-GPU job at t = 0, a 2-GPU job at t = 1 that must wait for it, a 100-s 1-GPU job at
+    t = 2, in that order. By start order the short job cannot start before the 2-GPU job (at 1 000), so it
+    ends after it; with gaps it runs at once on the idle GPU, and the 2-GPU job still starts at 1 000."""
+    inst = tiny(0, gpus=2, nodes=1, jobs=3, max_size=2, elastic=0.0, variability=0.0, cpu_mem=False, ps=False)
+    d = inst.to_dict()
+    for j, (a, n, p) in enumerate(((0, 1, 1000), (1, 2, 500), (2, 1, 100))):
+        d["jobs"][j].update(arrival=float(a), sizes=[n], batch=1.0, iterations=float(p), samples_per_s={"v100": 1.0})
+    d["cluster"]["nodes"][0]["gpus"] = [{"type": "v100"}, {"type": "v100"}]
+    inst = Instance.from_dict(d)
+    sg = oc.SGS(inst, oc.node_complete_options(inst))
+    obj, _, by_order = sg.run([0, 1, 2])
+    assert by_order[0] == 0 and by_order[1] == 1000 and by_order[2] >= 1000
+    sg.gaps = True
+    gap_obj, _, gaps = sg.run([0, 1, 2])
+    assert list(gaps) == [0, 1000, 2] and gap_obj < obj
 
 
 def test_list_scheduling_waits_for_node_cpus():
@@ -1087,6 +1129,26 @@ def test_first_incumbent_tries_dispatch_rules():
     r = offline_cpsat.solve(inst, threads=1, seed=0, ls_share=0, hybrid_rounds=0)
     check_valid(inst, r)
     assert r.status == "optimal" and r.objective <= rep.objective    # 2 640: the GPU idles until t = 2
+
+
+def test_local_search_fills_gaps_on_a_queue_whose_jobs_must_spread(monkeypatch):
+    """A loaded queue of 30 jobs of 1-8 GPUs on 16 GPUs of 3 types in 4-GPU nodes (8-GPU jobs must spread).
+    With the same 1 000 moves from the greedy schedule, the search that fills gaps in its second half ends
+    at least 2 % below the search by start order alone (10 316 → 9 959 here)."""
+    inst = offline_instance(gpus=16, nodes=4, jobs=30, types=("v100", "p100", "k80"), interarrival_s=120,
+                            duration_h=(0.05, 2), max_size=8, variability=0.05, locality_penalty=1.5, seed=0)
+    sched, _ = oc.greedy(inst)
+    allocs = {inst.index[sg.job]: sg.alloc for sg in sched.segments}
+    conc, complete = oc.concrete_options(inst)
+    opts = oc.with_allocations(inst, oc.search_options(inst, conc, complete, oc.node_complete_options(inst)), allocs)
+    start = {inst.index[sg.job]: sg.start for sg in sched.segments}
+    order = sorted(range(len(inst.jobs)), key=lambda j: (start[j], j))
+    both = oc.local_search(inst, opts, [(order, allocs), order], None, max_iters=1000)
+    monkeypatch.setattr(oc, "LS_START_ORDER_SHARE", 1.0)
+    by_order = oc.local_search(inst, opts, [(order, allocs), order], None, max_iters=1000)
+    assert both[0] < 0.98 * by_order[0]
+    sched, rep = oc.best_retime(inst, both[1], lambda: oc.fixed_chooser(both[2]), "x")
+    assert rep.valid and rep.objective <= both[0] + 1e-6
 
 
 def test_local_search_defers_a_long_job_that_arrives_at_an_idle_cluster():

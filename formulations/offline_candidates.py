@@ -1234,11 +1234,12 @@ class SGS:
       its GPUs) at which the node CPUs/memory it holds are free. Starts never decrease along the order, so
       the CPUs/memory held at any later time only fall as placed jobs end: the earliest feasible time is
       the first end time after which the job fits.
-    * *gaps* (``gaps = True``; only where no CPU/memory binds, :meth:`fills_gaps`): at the earliest time
-      ≥ arrival at which its GPUs are free for its whole duration, possibly before jobs placed ahead of it
+    * *gaps* (``gaps = True``): at the earliest time ≥ arrival at which its GPUs are free, and the node
+      CPUs/memory it holds fit, for its whole duration, possibly before jobs placed ahead of it
       (backfilling into idle periods: the serial schedule generation scheme of project scheduling). With
       the same order and allocations no job starts later than by the start-order rule (by induction: the
-      jobs ahead of it on its GPUs end no later, so its start-order start is free to the end). On a loaded
+      jobs ahead of it end no later and start no later, so from its start-order start on its GPUs are free
+      and no more CPU/memory is held than by the start-order rule). On a loaded
       queue whose 8-GPU jobs must spread this is what lets a search move them (docs/oracle-offline.md,
       follow-up 23).
 
@@ -1273,10 +1274,6 @@ class SGS:
         self.nr = len(res)
         self.gaps = False
         self.maskf = [m.astype(np.float32) for m in self.mask]     # for GPU-sharing tests by product
-
-    def fills_gaps(self) -> bool:
-        """Whether the gap rule applies (no CPU/memory can bind)."""
-        return self.nr == 0
 
     @staticmethod
     def applicable(inst: Instance, opts: list[list[Option]]) -> bool:
@@ -1315,22 +1312,39 @@ class SGS:
 
     def _gap_starts(self, j, ks, state, p):
         """Gap rule: from the arrival, each option's start is pushed past the latest end among the placed
-        jobs that share a GPU with it and overlap [start, start + duration), until none does (no earlier
-        start is free: each of them must have ended)."""
+        jobs that share a GPU with it and overlap [start, start + duration) (no earlier start is free: each
+        of them must have ended), and, where the node CPUs/memory it holds do not fit at some instant τ of
+        that run (at its start or at a placed job's start within it), to the first end after τ (what is held
+        only falls at ends), until neither happens."""
         np = self.np
         d = self.dur[j][ks]
         t = np.full(len(d), self.arr[j])
-        S, E, M = (x[:p] for x in state)
+        S, E, M, D = (x[:p] for x in state)
+        if self.nr:
+            dem = self.dem[j][ks]
+            t[(dem > self.cap).any(axis=1)] = np.inf
         live = E > self.arr[j] + EPS
         if not live.any():
             return t
-        S, E = S[live], E[live]
+        S, E, D = S[live], E[live], D[live]
         shares = (self.maskf[j][ks] @ M[live].T) > 0.5
+        if self.nr:     # whether option k does not fit beside what is held at placed start q
+            held_q = ((S[None, :] <= S[:, None]) & (S[:, None] < E[None, :])).astype(float) @ D
+            misfit_q = ((held_q[None, :, :] + dem[:, None, :]) > self.cap).any(axis=2)
         while True:
             clash = shares & (S[None, :] < (t + d)[:, None] - EPS) & (E[None, :] > t[:, None] + EPS)
-            if not clash.any():
+            if clash.any():
+                t = np.maximum(t, np.where(clash, E[None, :], -np.inf).max(axis=1))
+                continue
+            if not self.nr:
                 return t
-            t = np.maximum(t, np.where(clash, E[None, :], -np.inf).max(axis=1))
+            held = ((S[None, :] <= t[:, None] + EPS) & (E[None, :] > t[:, None] + EPS)).astype(float) @ D
+            inside = misfit_q & (S[None, :] > t[:, None] + EPS) & (S[None, :] < (t + d)[:, None] - EPS)
+            tau = np.where(((held + dem) > self.cap).any(axis=1), t, np.where(inside, S[None, :], np.inf).min(axis=1))
+            push = np.isfinite(tau)
+            if not push.any():
+                return t
+            t = np.where(push, np.where(E[None, :] > tau[:, None] + EPS, E[None, :], np.inf).min(axis=1), t)
 
     def _earliest(self, j, st):
         """The option of earliest completion (ties: shorter, then first)."""
@@ -1338,8 +1352,8 @@ class SGS:
 
     def _empty(self, n: int) -> list:
         np = self.np
-        if self.gaps:       # starts, ends and GPU masks by position
-            return [np.empty(n), np.empty(n), np.zeros((n, self.ng), dtype=np.float32)]
+        if self.gaps:       # starts, ends, GPU masks and CPU/memory held, by position
+            return [np.empty(n), np.empty(n), np.zeros((n, self.ng), dtype=np.float32), np.zeros((n, self.nr))]
         return [np.zeros(self.ng), -np.inf, [], []]     # GPU free times, last start, ends, CPU/memory held
 
     def _resumed(self, tr: SGSTrace, p: int) -> list:
@@ -1353,7 +1367,7 @@ class SGS:
         """Job ``j`` on option ``k`` from ``s``: its GPUs and CPUs/memory are held until its end (returned)."""
         e = s + self.dur[j][k]
         if self.gaps:
-            state[0][p], state[1][p], state[2][p] = s, e, self.maskf[j][k]
+            state[0][p], state[1][p], state[2][p], state[3][p] = s, e, self.maskf[j][k], self.dem[j][k]
             return e
         state[0][self.mask[j][k]] = e
         state[1] = s
@@ -1513,8 +1527,8 @@ def local_search(inst: Instance, opts: list[list[Option]], seeds: list, deadline
     changed position (:meth:`SGS.run` with ``resume``); an improving one becomes the current state in start
     order (ties by job). After ``LS_STALL`` × n moves without a gain it restarts from the best state
     perturbed by ``LS_KICK`` moves. The first ``LS_START_ORDER_SHARE`` of the time (or moves) list-schedules
-    by start order; the rest, where no CPU/memory binds, by the gap rule from the best state so far (no
-    worse on the same order and allocations). Returns (objective, order, allocations) of the best list
+    by start order; the rest by the gap rule from the best state so far (no worse on the same order and
+    allocations). Returns (objective, order, allocations) of the best list
     schedule (SGS objective; the caller re-times and replays it), or None.
     """
     import random
@@ -1537,9 +1551,8 @@ def local_search(inst: Instance, opts: list[list[Option]], seeds: list, deadline
         best = _better(best, (o2, _start_order(s2), c2))
     if best is None or not math.isfinite(best[0]):
         return None
-    phases = [(False, LS_START_ORDER_SHARE), (True, 1.0)] if sg.fills_gaps() else [(False, 1.0)]
     start = _t.perf_counter()
-    for gaps, upto in phases:
+    for gaps, upto in ((False, LS_START_ORDER_SHARE), (True, 1.0)):
         sg.gaps = gaps
         until = None if deadline is None else start + upto * (deadline - start)
         iters = None if max_iters is None else math.ceil(upto * max_iters)

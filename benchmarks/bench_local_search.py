@@ -9,7 +9,7 @@ the start-order rule or (``gaps-``) the gap rule: compare their times within one
 ``search-10s`` runs the local search for 10 s from the greedy schedule and prints the objectives (mean JCT), on that
 queue and on ``long``: the same queue on one GPU type with jobs of 0.05-20 h, where list schedules start long jobs
 that arrive at idle GPUs at once; ``start-order`` searches with the start-order rule only
-(``LS_START_ORDER_SHARE = 1``), ``default`` with both rules.
+(``start_order_share=1``), ``default`` with both rules.
 """
 
 from __future__ import annotations
@@ -61,12 +61,11 @@ def test_list_schedule_moves(benchmark, case):
 
 @pytest.mark.parametrize("rules", ["start-order", "default"])
 @pytest.mark.parametrize("case", ["3-types", "long"])
-def test_local_search_value(benchmark, monkeypatch, case, rules):
+def test_local_search_value(benchmark, case, rules):
     inst, greedy, opts, order, allocs = _setup(case)
-    if rules == "start-order":
-        monkeypatch.setattr(oc, "LS_START_ORDER_SHARE", 1.0)
-    out = benchmark.pedantic(lambda: oc.local_search(inst, opts, [(order, allocs), order],
-                                                      time.perf_counter() + 10.0), rounds=1, iterations=1)
+    share = 1.0 if rules == "start-order" else None
+    out = benchmark.pedantic(lambda: oc.local_search(inst, opts, [(order, allocs), order], time.perf_counter() + 10.0,
+                                                      start_order_share=share), rounds=1, iterations=1)
     benchmark.extra_info.update(greedy=greedy, local_search=out[0])
     print(f"\nsearch-10s {case} {rules}: greedy {greedy:.1f} → local search {out[0]:.1f}")
     assert out[0] <= greedy + 1e-6

@@ -1516,7 +1516,7 @@ LS_START_ORDER_SHARE = 0.5
 
 
 def local_search(inst: Instance, opts: list[list[Option]], seeds: list, deadline: float | None, rng_seed: int = 0,
-                 max_iters: int | None = None):
+                 max_iters: int | None = None, start_order_share: float | None = None):
     """Improve priority orders by list scheduling (:class:`SGS`) until ``deadline`` (perf_counter).
 
     ``max_iters`` bounds the moves (deterministic when ``deadline`` is None).
@@ -1526,7 +1526,8 @@ def local_search(inst: Instance, opts: list[list[Option]], seeds: list, deadline
     start before it arrives), after a first pass of :func:`_defer_pass`. A move re-schedules from its first
     changed position (:meth:`SGS.run` with ``resume``); an improving one becomes the current state in start
     order (ties by job). After ``LS_STALL`` × n moves without a gain it restarts from the best state
-    perturbed by ``LS_KICK`` moves. The first ``LS_START_ORDER_SHARE`` of the time (or moves) list-schedules
+    perturbed by ``LS_KICK`` moves. The first ``start_order_share`` (default ``LS_START_ORDER_SHARE``) of the
+    time (or moves) list-schedules
     by start order; the rest by the gap rule from the best state so far (no worse on the same order and
     allocations). Returns (objective, order, allocations) of the best list
     schedule (SGS objective; the caller re-times and replays it), or None.
@@ -1552,17 +1553,25 @@ def local_search(inst: Instance, opts: list[list[Option]], seeds: list, deadline
     if best is None or not math.isfinite(best[0]):
         return None
     start = _t.perf_counter()
-    for gaps, upto in ((False, LS_START_ORDER_SHARE), (True, 1.0)):
+    share = min(max(LS_START_ORDER_SHARE if start_order_share is None else start_order_share, 0.0), 1.0)
+    for gaps, lo, hi in ((False, 0.0, share), (True, share, 1.0)):
+        if hi <= lo:
+            continue
         sg.gaps = gaps
-        until = None if deadline is None else start + upto * (deadline - start)
-        iters = None if max_iters is None else math.ceil(upto * max_iters)
+        until = None if deadline is None else start + hi * (deadline - start)
+        iters = None if max_iters is None else math.ceil((hi - lo) * max_iters)
         best = _better(best, _climb(sg, sg.trace(best[1], best[2]), until, iters, rnd))
-        max_iters = None if max_iters is None else max_iters - iters
     return best[0], best[1], sg.allocs(best[2])
 
 
 def _better(best, cand):
     return cand if best is None or cand[0] < best[0] - 1e-9 else best
+
+
+def _state(tr: SGSTrace) -> tuple:
+    """(objective, start order, choices) of a recorded list schedule: its own start order, which the gap rule
+    need not follow, so that list scheduling that order re-creates it (or better)."""
+    return tr.objective, _start_order(tr.start), tr.choice
 
 
 def _climb(sg: SGS, cur: SGSTrace, deadline: float | None, max_iters: int | None, rnd):
@@ -1571,9 +1580,9 @@ def _climb(sg: SGS, cur: SGSTrace, deadline: float | None, max_iters: int | None
     import time as _t
 
     n = len(cur.order)
-    best = (cur.objective, cur.order, cur.choice)
+    best = _state(cur)
     cur = _defer_pass(sg, cur, deadline)
-    best = _better(best, (cur.objective, cur.order, cur.choice))
+    best = _better(best, _state(cur))
     best_tr = cur
     stall = 0
     it = 0
@@ -1595,7 +1604,7 @@ def _climb(sg: SGS, cur: SGSTrace, deadline: float | None, max_iters: int | None
         if obj < cur.objective - 1e-9:
             cur = sg.trace(_start_order(st), ch)
             if cur.objective < best[0] - 1e-9:
-                best, best_tr = (cur.objective, cur.order, cur.choice), cur
+                best, best_tr = _state(cur), cur
             stall = 0
         else:
             stall += 1

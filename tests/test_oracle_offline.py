@@ -1034,6 +1034,25 @@ def test_gap_rule_replays_and_starts_no_job_later(seed, order_seed, cpu_mem):
     assert math.isclose(rep.objective, obj, rel_tol=1e-9)
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), cpu_mem=st.booleans(), share=st.sampled_from([0.0, 0.5, 1.0]),
+       moves=st.sampled_from([2, 60]))
+def test_local_search_result_re_times_to_its_objective(seed, cpu_mem, share, moves):
+    """Law: the local search returns an order and allocations whose strict list schedule by the simulator (the
+    caller's re-timing) is no worse than the objective it claims, whichever share of the search fills gaps and
+    however few moves it makes (the gap rule's schedules need their own start order, not the order they were
+    placed in: it fails if a state keeps the order it was traced from)."""
+    inst = offline_instance(gpus=8, nodes=2, jobs=16, max_size=4, elastic=0.3, variability=0.1,
+                            locality_penalty=1.3, cpu_mem=cpu_mem, ps=cpu_mem and seed % 2 == 0,
+                            interarrival_s=10, seed=seed)
+    opts = oc.node_complete_options(inst)
+    out = oc.local_search(inst, opts, [list(range(len(inst.jobs)))], None, rng_seed=seed, max_iters=moves,
+                          start_order_share=share)
+    assert out is not None
+    _, rep = oc.retime(inst, out[1], oc.fixed_chooser(out[2]), "x", strict=True)
+    assert rep.valid and rep.objective <= out[0] * (1 + 1e-9) + 1e-6
+
+
 def test_gap_rule_fills_an_idle_gpu_before_a_job_placed_ahead():
     """Two GPUs: a 1 000-s 1-GPU job at t = 0, a 2-GPU job at t = 1 that must wait for it, a 100-s 1-GPU job at
     t = 2, in that order. By start order the short job cannot start before the 2-GPU job (at 1 000), so it
@@ -1133,7 +1152,7 @@ def test_first_incumbent_tries_dispatch_rules():
     assert r.status == "optimal" and r.objective <= rep.objective    # 2 640: the GPU idles until t = 2
 
 
-def test_local_search_fills_gaps_on_a_queue_whose_jobs_must_spread(monkeypatch):
+def test_local_search_fills_gaps_on_a_queue_whose_jobs_must_spread():
     """A loaded queue of 30 jobs of 1-8 GPUs on 16 GPUs of 3 types in 4-GPU nodes (8-GPU jobs must spread).
     With the same 1 000 moves from the greedy schedule, the search that fills gaps in its second half ends
     at least 2 % below the search by start order alone (10 316 → 9 959 here)."""
@@ -1146,8 +1165,7 @@ def test_local_search_fills_gaps_on_a_queue_whose_jobs_must_spread(monkeypatch):
     start = {inst.index[sg.job]: sg.start for sg in sched.segments}
     order = sorted(range(len(inst.jobs)), key=lambda j: (start[j], j))
     both = oc.local_search(inst, opts, [(order, allocs), order], None, max_iters=1000)
-    monkeypatch.setattr(oc, "LS_START_ORDER_SHARE", 1.0)
-    by_order = oc.local_search(inst, opts, [(order, allocs), order], None, max_iters=1000)
+    by_order = oc.local_search(inst, opts, [(order, allocs), order], None, max_iters=1000, start_order_share=1.0)
     assert both[0] < 0.98 * by_order[0]
     sched, rep = oc.best_retime(inst, both[1], lambda: oc.fixed_chooser(both[2]), "x")
     assert rep.valid and rep.objective <= both[0] + 1e-6

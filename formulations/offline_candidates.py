@@ -1211,7 +1211,8 @@ class SGSTrace:
     order: list
     choice: list
     state: tuple       # the rule's record: (GPU free times and last start before each position, ends,
-                       # CPU/memory held) for start-order rule, (starts, ends, GPU masks by position) with gaps
+                       # CPU/memory held) by start order; (starts, ends, GPU masks, CPU/memory held) by
+                       # position with gaps
     comp: Any
     start: Any
     ec_len: int        # leading positions whose choice is the earliest-completion one

@@ -1274,7 +1274,6 @@ class SGS:
         self.ng = len(gid)
         self.nr = len(res)
         self.gaps = False
-        self.maskf = [m.astype(np.float32) for m in self.mask]     # for GPU-sharing tests by product
 
     @staticmethod
     def applicable(inst: Instance, opts: list[list[Option]]) -> bool:
@@ -1328,7 +1327,7 @@ class SGS:
         if not live.any():
             return t
         S, E, D = S[live], E[live], D[live]
-        shares = (self.maskf[j][ks] @ M[live].T) > 0.5
+        shares = (self.mask[j][ks] @ M[live].T) > 0.5      # GPUs shared with each placed job
         if self.nr:     # whether option k does not fit beside what is held at placed start q
             held_q = ((S[None, :] <= S[:, None]) & (S[:, None] < E[None, :])).astype(float) @ D
             misfit_q = ((held_q[None, :, :] + dem[:, None, :]) > self.cap).any(axis=2)
@@ -1368,7 +1367,7 @@ class SGS:
         """Job ``j`` on option ``k`` from ``s``: its GPUs and CPUs/memory are held until its end (returned)."""
         e = s + self.dur[j][k]
         if self.gaps:
-            state[0][p], state[1][p], state[2][p], state[3][p] = s, e, self.maskf[j][k], self.dem[j][k]
+            state[0][p], state[1][p], state[2][p], state[3][p] = s, e, self.mask[j][k], self.dem[j][k]
             return e
         state[0][self.mask[j][k]] = e
         state[1] = s
@@ -1413,7 +1412,8 @@ class SGS:
         np = self.np
         n = len(order)
         state = self._empty(n)
-        frees, lasts = np.empty((n + 1, self.ng)), np.empty(n + 1)     # start-order rule only
+        if not self.gaps:       # the start-order rule records its GPU free times and last start by position
+            frees, lasts = np.empty((n + 1, self.ng)), np.empty(n + 1)
         comp, start = np.empty(n), np.empty(n)
         ec_len = None
         for p, j in enumerate(order):

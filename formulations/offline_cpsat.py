@@ -80,6 +80,20 @@ def core_params(threads: int) -> dict | None:
     return {**SAT_PARAMS, "subsolvers": ["core", "default_lp"] + (["fixed"] if threads == 3 else [])}
 
 
+def exact_params(threads: int) -> dict | None:
+    """SAT parameters of the node-exact model: with 2-3 workers a core-based and a default LP worker, both on
+    the whole problem (no LNS worker: the pipeline's incumbent is hinted, complete), or None (the default
+    portfolio: it has a core worker from 4 workers on; with 1 the core worker alone is far weaker).
+
+    Measured on the node-exact model of the 30-job benchmark, 2 threads (docs/oracle-offline.md, follow-up
+    24): the default workers prove seeds 0, 2 and 4 in 8-16 s but not seeds 1 and 3 in 420 s; the core
+    worker proves seed 1 in 80-86 s and seed 3 in 147 s, not seed 4 in 90 s; the two side by side prove
+    seed 1 in 86 s and seed 4 in 32 s (from a greedy hint)."""
+    if threads < 2 or threads >= 4:
+        return None
+    return {**SAT_PARAMS, "subsolvers": ["core", "default_lp"], "num_full_subsolvers": 2}
+
+
 def _unit(inst: Instance, opts) -> float:
     h = max(j.arrival for j in inst.jobs) + sum(max((o.dur for o in ol), default=0.0) for ol in opts)
     return max(h, 1.0) / 1e9
@@ -141,6 +155,8 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
     H = math.floor(max(j.arrival for j in inst.jobs) / u) + sum(
         max(math.floor(o.dur / u) for o in ol) for ol in opts) + 1
     starts, ends, xs = [], [], []
+    durs: list = []            # j → (duration variable, option durations in units)
+    aggregated: list = []      # (y or z literal, j, options that set it) of the aggregated sets
     per_res: dict = {}
     for j, ol in enumerate(opts):
         rel = math.floor(inst.jobs[j].arrival / u)
@@ -158,8 +174,8 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
             v1 = oc._single_node(o.alloc) if o.alloc is not None else None
             if aggregate and v1 is not None and all(r[0] in ("g", "n", "all") for r in o.demand if r in resources):
                 for g in o.alloc.gpus:
-                    on_gpu.setdefault(g, []).append(xk)
-                on_node.setdefault((v1, len(o.alloc.gpus)), []).append(xk)
+                    on_gpu.setdefault(g, []).append(k)
+                on_node.setdefault((v1, len(o.alloc.gpus)), []).append(k)
                 continue
             iv = m.NewOptionalFixedSizeIntervalVar(s, dd[k], xk, f"i{j}_{k}")
             dem = {r: v for r, v in o.demand.items() if r in resources}
@@ -178,15 +194,17 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
             for r, v in dem.items():
                 per_res.setdefault(r, []).append((iv, v, j))
         # aggregated single-node sets: y = "the chosen set holds GPU g", z = "it is size n on node v"
-        for g, lits in on_gpu.items():
+        for g, ks in on_gpu.items():
             if ("g", g) not in resources:
                 continue
             y = m.NewBoolVar(f"y{j}_{g}")
-            m.Add(y == sum(lits))
+            m.Add(y == sum(x[k] for k in ks))
+            aggregated.append((y, j, set(ks)))
             per_res.setdefault(("g", g), []).append((m.NewOptionalIntervalVar(s, d, e, y, f"ig{j}_{g}"), 1, j))
-        for (v, n), lits in on_node.items():
+        for (v, n), ks in on_node.items():
             z = m.NewBoolVar(f"z{j}_{v}_{n}")
-            m.Add(z == sum(lits))
+            m.Add(z == sum(x[k] for k in ks))
+            aggregated.append((z, j, set(ks)))
             iv = m.NewOptionalIntervalVar(s, d, e, z, f"in{j}_{v}_{n}")
             for r in [("n", v), ("all",)] + [("set", T) for T in sets if v in T]:
                 if r in resources:
@@ -194,6 +212,7 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
         starts.append(s)
         ends.append(e)
         xs.append(x)
+        durs.append((d, dd))
     for r, items in per_res.items():
         if len({j for _, _, j in items}) < 2:
             continue
@@ -229,14 +248,42 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
                     lits.append(b)
             m.AddBoolOr(lits)
             semi[j] = lits
+    z_max = None
     if inst.objective == "makespan":
-        z = m.NewIntVar(0, 2 * H + 1, "z")
+        z_max = m.NewIntVar(0, 2 * H + 1, "z")
         for e in ends:
-            m.Add(z >= e)
-        m.Minimize(z)
+            m.Add(z_max >= e)
+        m.Minimize(z_max)
     else:
         m.Minimize(sum(w * e for w, e in zip(wi, ends)))
-    if hint:
+    full = complete_hint(inst, hint, u, H, [dd for _, dd in durs])
+    if full is not None:
+        # every variable hinted: CP-SAT takes the incumbent as its first solution at once (an incomplete
+        # hint is only a search guide; the node-exact model of the 30-job benchmark found its first solution
+        # after ~10 s with one)
+        for j, (k, su) in full.items():
+            d, dd = durs[j]
+            m.AddHint(starts[j], su)
+            m.AddHint(d, dd[k])
+            m.AddHint(ends[j], su + dd[k])
+            for kk, xk in enumerate(xs[j]):
+                m.AddHint(xk, kk == k)
+            pat = (hint_patterns or {}).get(j)
+            for kk in range(len(xs[j])):
+                for v, var in counts.get((j, kk), {}).items():
+                    m.AddHint(var, pat.get(v, 0) if (kk == k and pat) else 0)
+        for lit, j, ks in aggregated:
+            m.AddHint(lit, full[j][0] in ks)
+        end_u = {i: su + durs[i][1][k] for i, (k, su) in full.items()}
+        for j, lits in semi.items():
+            su = full[j][1]
+            m.AddHint(lits[0], su == math.floor(inst.jobs[j].arrival / u))
+            others = [i for i in range(len(ends)) if i != j]
+            for i, b in zip(others, lits[1:]):
+                m.AddHint(b, end_u[i] == su)
+        if z_max is not None:
+            m.AddHint(z_max, max(end_u.values()))
+    elif hint:
         for j, (k, st) in hint.items():
             if k is None:
                 continue
@@ -261,7 +308,8 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
         p.max_time_in_seconds = max(0.01, float(time_limit) - (time.perf_counter() - t_build))
     for k, v in (SAT_PARAMS if sat_params is None else sat_params).items():
         if isinstance(v, (list, tuple)):
-            getattr(p, k).extend(v)
+            for item in v:
+                getattr(p, k).append(item)
         else:
             setattr(p, k, v)
     st = solver.Solve(m)
@@ -278,6 +326,31 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
         out["bound_units"] = math.inf
     else:
         out["bound_units"] = solver.BestObjectiveBound()
+    return out
+
+
+def complete_hint(inst: Instance, hint: dict | None, u: float, H: int, dds: list) -> dict | None:
+    """Start units of a hint that covers every job ({j: (option, start seconds)}), left-shifted so that
+    each start is the job's release or another job's end (``build_and_solve``'s semi-active rule), or
+    None when the hint misses a job or an option. ``dds[j][k]``: option k's duration in units.
+
+    The hinted schedule is feasible in units: its starts and durations round down, so two jobs that did
+    not overlap in seconds do not in units. In hinted-start order each job j moves back to
+    c = max(release, the latest end ≤ its start among the jobs already moved). Feasible: no moved job ends
+    in (c, s_j], so every moved job that runs at some t in [c, s_j) still runs at s_j, and j fitted beside
+    those at s_j; jobs after j in the order start at or after s_j and are checked against j when they move.
+    A start never grows, so the objective never does either."""
+    if not hint or len(hint) < len(dds) or any(k is None for k, _ in hint.values()):
+        return None
+    out: dict = {}
+    ends: list = []
+    for j in sorted(hint, key=lambda j: (hint[j][1], j)):
+        k, st = hint[j]
+        rel = math.floor(inst.jobs[j].arrival / u)
+        su = max(rel, min(H, math.floor(st / u)))
+        c = max([rel] + [e for e in ends if e <= su])
+        out[j] = (k, c)
+        ends.append(c + dds[j][k])
     return out
 
 
@@ -428,13 +501,16 @@ def hint_assignment(inst: Instance, opts, sched: Schedule | None) -> dict | None
             if o.level is not None and o.level != oc.level_of(seg.alloc):
                 continue
             if o.cls is not None and _same_class(o.cls, class_of(seg.alloc)):
-                # a class may have variants (parameter servers on the node or not, how many): the one the
-                # allocation holds, the most CPUs/memory of those (the servers it has)
+                # a class may have variants (parameter servers on the node or not, how many): of those whose
+                # CPUs/memory the allocation holds, the shortest (then the most CPUs/memory), which is no
+                # longer than the allocation (a relaxation maps every allocation onto such a variant), so the
+                # hinted schedule stays feasible in the model (the most CPUs alone was a slower variant, with
+                # more servers, on PS jobs)
                 held = held or oc.demand_of(inst, inst.jobs[j], seg.alloc)
                 need = sum(v for r, v in o.demand.items() if r[0] in ("cpu", "mem"))
                 if all(v <= held.get(r, 0) + 1e-9 for r, v in o.demand.items() if r[0] in ("cpu", "mem")):
-                    if most is None or need > most:
-                        k, most = kk, need
+                    if most is None or (o.dur, -need) < most:
+                        k, most = kk, (o.dur, -need)
                 elif most is None:
                     k = kk
         out[j] = (k, seg.start)
@@ -1073,7 +1149,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         sol = build_and_solve(inst, mixed, res_all, time_limit=last_model_time(time_limit, left()), threads=threads,
                               seed=seed,
                               hint=hint_assignment(inst, mixed, best[0]), hint_patterns=hint_patterns(inst, best[0]),
-                              sat_params=loaded, twins=TWINS)
+                              sat_params=exact_params(threads), twins=TWINS)
         lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
         if sol["choice"] is not None:
             best = better(best, decode(inst, mixed, sol, SOLVER, end))

@@ -1452,3 +1452,49 @@ def test_dominance_filter_keeps_exactly_the_undominated_options(seed):
                 assert not any(oc._dominated(kept[b], kept[a]) for a in range(len(kept)) for b in range(a + 1, len(kept)))
                 assert [o.dur for o in kept] == sorted(o.dur for o in kept)
     assert long_lists > 0
+
+
+@pytest.mark.parametrize(("seed", "cpu_mem"), [(0, False), (1, False), (5, False), (3, True), (6, True)])
+def test_complete_hints_are_feasible_incumbents(seed, cpu_mem):
+    """A hinted schedule hints every model variable: with every variable fixed to its hint the class,
+    node-exact and exact models are feasible (semi-active starts included: the hint's starts are
+    left-shifted to a release or another job's end), no start later than the schedule's, so the model's
+    objective is at most the schedule's. A hint with starts merely rounded down breaks the semi-active rule
+    wherever a job waits, and the fixed model is then infeasible."""
+    inst = tiny(seed, gpus=4, nodes=2, jobs=6, max_size=2, variability=0.08, locality_penalty=1.3, cpu_mem=cpu_mem,
+                interarrival_s=300)
+    sched, rep = oc.greedy(inst, "cpsat")
+    assert rep.valid
+    concrete, complete = oc.concrete_options(inst)
+    mixed, classes = oc.node_complete_options(inst), oc.class_options(inst)
+    cap = oc.capacities(inst)
+    fixed = {**offline_cpsat.SAT_PARAMS, "fix_variables_to_their_hinted_value": True}
+    waits = 0
+    for opts in [classes, mixed] + ([concrete] if complete else []):
+        res = {r for r in cap if r[0] in ("g", "n", "all", "set")} | oc.binding_resources(inst, opts)
+        u = offline_cpsat._unit(inst, opts)
+        hint = offline_cpsat.hint_assignment(inst, opts, sched)
+        assert all(k is not None for k, _ in hint.values())
+        sol = offline_cpsat.build_and_solve(inst, opts, res, time_limit=30, threads=1, seed=0, unit=u, hint=hint,
+                                            hint_patterns=offline_cpsat.hint_patterns(inst, sched), sat_params=fixed)
+        assert sol["status"] in ("OPTIMAL", "FEASIBLE"), sol["status"]
+        assert sol["choice"] == [k for _, (k, _) in sorted(hint.items())]
+        for j, (_, st) in hint.items():
+            assert sol["start"][j] <= math.floor(st / u)
+            waits += st > inst.jobs[j].arrival + 1e-9
+    assert waits > 0    # the greedy schedule of these instances makes some job wait
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_node_exact_workers_prove_the_same_optimum(seed):
+    """The node-exact model's workers (a core-based and a default LP worker, :func:`offline_cpsat.exact_params`)
+    prove the same optimum as the default portfolio; 1 and ≥ 4 threads keep the default."""
+    inst = tiny(seed, gpus=4, nodes=2, jobs=5, max_size=2, variability=0.08, locality_penalty=1.3)
+    mixed = oc.node_complete_options(inst)
+    res = {r for r in oc.capacities(inst) if r[0] in ("g", "n", "all", "set")} | oc.binding_resources(inst, mixed)
+    u = offline_cpsat._unit(inst, mixed)
+    assert offline_cpsat.exact_params(1) is None and offline_cpsat.exact_params(4) is None
+    a, b = (offline_cpsat.build_and_solve(inst, mixed, res, time_limit=60, threads=2, seed=0, unit=u, sat_params=sp)
+            for sp in (offline_cpsat.exact_params(2), None))
+    assert a["status"] == b["status"] == "OPTIMAL"
+    assert a["bound_units"] == b["bound_units"]

@@ -308,8 +308,7 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
         p.max_time_in_seconds = max(0.01, float(time_limit) - (time.perf_counter() - t_build))
     for k, v in (SAT_PARAMS if sat_params is None else sat_params).items():
         if isinstance(v, (list, tuple)):
-            for item in v:
-                getattr(p, k).append(item)
+            getattr(p, k).extend(v)
         else:
             setattr(p, k, v)
     st = solver.Solve(m)

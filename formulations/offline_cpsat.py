@@ -256,30 +256,31 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
         m.Minimize(z_max)
     else:
         m.Minimize(sum(w * e for w, e in zip(wi, ends)))
+    for j, (k, _) in (hint or {}).items():     # the chosen option and its spread counts
+        if k is None:
+            continue
+        for kk, xk in enumerate(xs[j]):
+            m.AddHint(xk, kk == k)
+        pat = (hint_patterns or {}).get(j)
+        for kk in range(len(xs[j])):
+            for v, var in counts.get((j, kk), {}).items():
+                m.AddHint(var, pat.get(v, 0) if (kk == k and pat) else 0)
     full = complete_hint(inst, hint, u, H, [dd for _, dd in durs])
     if full is not None:
         # every variable hinted: CP-SAT takes the incumbent as its first solution at once (an incomplete
         # hint is only a search guide; the node-exact model of the 30-job benchmark found its first solution
         # after ~10 s with one)
+        end_u = {j: su + durs[j][1][k] for j, (k, su) in full.items()}
         for j, (k, su) in full.items():
-            d, dd = durs[j]
             m.AddHint(starts[j], su)
-            m.AddHint(d, dd[k])
-            m.AddHint(ends[j], su + dd[k])
-            for kk, xk in enumerate(xs[j]):
-                m.AddHint(xk, kk == k)
-            pat = (hint_patterns or {}).get(j)
-            for kk in range(len(xs[j])):
-                for v, var in counts.get((j, kk), {}).items():
-                    m.AddHint(var, pat.get(v, 0) if (kk == k and pat) else 0)
+            m.AddHint(durs[j][0], durs[j][1][k])
+            m.AddHint(ends[j], end_u[j])
         for lit, j, ks in aggregated:
             m.AddHint(lit, full[j][0] in ks)
-        end_u = {i: su + durs[i][1][k] for i, (k, su) in full.items()}
         for j, lits in semi.items():
             su = full[j][1]
             m.AddHint(lits[0], su == math.floor(inst.jobs[j].arrival / u))
-            others = [i for i in range(len(ends)) if i != j]
-            for i, b in zip(others, lits[1:]):
+            for i, b in zip((i for i in range(len(ends)) if i != j), lits[1:]):
                 m.AddHint(b, end_u[i] == su)
         if z_max is not None:
             m.AddHint(z_max, max(end_u.values()))
@@ -294,12 +295,6 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
                 m.AddHint(semi[j][0], at_rel)
                 for b in semi[j][1:] if at_rel else ():
                     m.AddHint(b, False)
-            for kk, xk in enumerate(xs[j]):
-                m.AddHint(xk, kk == k)
-            pat = (hint_patterns or {}).get(j)
-            for kk, cv in ((kk, counts[(j, kk)]) for kk in range(len(xs[j])) if (j, kk) in counts):
-                for v, var in cv.items():
-                    m.AddHint(var, pat.get(v, 0) if (kk == k and pat) else 0)
     solver = cp_model.CpSolver()
     p = solver.parameters
     p.num_workers = max(1, int(threads))

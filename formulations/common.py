@@ -914,6 +914,20 @@ def solver_versions() -> dict[str, str]:
     return out
 
 
+def checked_bound(bound: float | None, obj: float, params: dict) -> float | None:
+    """A proven ``bound`` against the replayed objective ``obj`` of a valid schedule: at most ``obj``
+    (above it by floating noise: clamped to it). A bound above ``obj`` by more than GAP_TOL·|obj| is a wrong
+    proof (a solver bug: CP-SAT 9.15 certified optima above a known schedule with
+    ``core_minimization_level`` 0, docs/oracle-offline.md, follow-up 25): it is dropped (None, so the status
+    cannot be ``optimal``) and recorded in ``params["bound_conflict"]``."""
+    if bound is None or bound <= obj:
+        return bound
+    if bound - obj <= GAP_TOL * abs(obj):
+        return obj
+    params["bound_conflict"] = {"bound": bound, "objective": obj}
+    return None
+
+
 def finish(inst: Instance, method: str, schedule: Schedule | None, bound: float | None, t0: float, solver: str,
            version: str = "", params: Mapping[str, Any] | None = None, infeasible: bool = False,
            error: str | None = None) -> Result:
@@ -936,8 +950,7 @@ def finish(inst: Instance, method: str, schedule: Schedule | None, bound: float 
         params["error"] = f"internal: decoded schedule is invalid: {rep.error}"
         return Result(None, None, bound, "error", runtime, solver, version, params)
     obj = float(rep.objective)  # type: ignore[arg-type]
-    if bound is not None:
-        bound = min(bound, obj)
+    bound = checked_bound(bound, obj, params)
     status = "optimal" if bound is not None and obj - bound <= GAP_TOL * abs(obj) else "feasible"
     return Result(sched, obj, bound, status, runtime, solver, version, params)
 

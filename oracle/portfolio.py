@@ -145,7 +145,7 @@ def _baseline_schedules(inst: Instance, dl) -> list[tuple[float, Schedule]]:
 
 def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int = 1, seed: int = 0,
               hint: Schedule | None = None, warm: bool = True) -> Result:
-    from formulations.common import Deadline, finish, solver_versions
+    from formulations.common import Deadline, checked_bound, finish, solver_versions
 
     from .cache import from_payload
 
@@ -249,6 +249,8 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
     bounds = [r.lower_bound for r in results if r.lower_bound is not None]
     if pre_lb is not None and not infeasible:
         bounds.append(pre_lb)       # the queue test's LP: a bound even where no member returned one
+    if best_obj is not None:    # a member's bound above another member's replayed schedule is a wrong proof
+        bounds = [b for b in bounds if checked_bound(b, best_obj, params) is not None]
     bound = max(bounds) if bounds else None
     errors = [r.params.get("error") for r in results if r.status == "error"]
     if best_sched is None and not infeasible and results and len(errors) == len(results):

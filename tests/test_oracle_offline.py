@@ -1498,3 +1498,15 @@ def test_node_exact_workers_prove_the_same_optimum(seed):
             for sp in (offline_cpsat.exact_params(2), None))
     assert a["status"] == b["status"] == "OPTIMAL"
     assert a["bound_units"] == b["bound_units"]
+
+
+def test_offline_result_drops_a_bound_above_its_schedule():
+    """The offline pipeline's result never certifies with a bound above its replayed schedule: such a bound
+    is a wrong proof (CP-SAT 9.15 gave some, docs/oracle-offline.md follow-up 25), dropped and recorded."""
+    inst = tiny(2, gpus=4, nodes=2, jobs=4, max_size=2)
+    best = oc.greedy(inst, "cpsat")
+    obj = best[1].objective
+    r = offline_cpsat.finish(inst, best, obj * 1.02, time.perf_counter(), "cpsat", "", {})
+    assert (r.status, r.lower_bound, r.params["bound_conflict"]["bound"]) == ("feasible", None, obj * 1.02)
+    r = offline_cpsat.finish(inst, best, obj * (1 + 1e-9), time.perf_counter(), "cpsat", "", {})
+    assert (r.status, r.lower_bound) == ("optimal", obj)

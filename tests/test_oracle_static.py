@@ -307,3 +307,20 @@ def test_enumeration_deadline_falls_back_to_relaxed() -> None:
     full = build_packing(inst, enumerate_candidates(inst))
     relaxed = build_packing(inst, cs)
     assert relaxed.trivial_bound() <= full.trivial_bound() * (1 + 1e-12)
+
+
+def test_a_bound_above_a_replayed_schedule_is_dropped_as_a_wrong_proof() -> None:
+    """A proven bound above the replayed objective of a valid schedule can only come from a wrong proof (a
+    solver bug): it is dropped, recorded, and the status cannot be optimal; floating noise is clamped."""
+    from formulations.common import finish
+
+    inst = static_instance(gpus=4, nodes=2, jobs=3, sizes=(1, 2), seed=1, variability=0.05, locality_penalty=1.2)
+    r = brute.solve(inst)
+    obj, t0 = r.objective, time.perf_counter()
+    noise = finish(inst, "x", r.schedule, obj * (1 + 1e-9), t0, "x")
+    assert (noise.status, noise.lower_bound, "bound_conflict" in noise.params) == ("optimal", obj, False)
+    wrong = finish(inst, "x", r.schedule, obj * 1.01, t0, "x")
+    assert (wrong.status, wrong.lower_bound) == ("feasible", None)
+    assert wrong.params["bound_conflict"] == {"bound": obj * 1.01, "objective": obj}
+    below = finish(inst, "x", r.schedule, obj * 0.9, t0, "x")
+    assert (below.status, below.lower_bound, "bound_conflict" in below.params) == ("feasible", obj * 0.9, False)

@@ -49,9 +49,9 @@ from jctlab.speed import duration
 from . import offline_candidates as oc
 from . import offline_symmetry
 from . import time_indexed_bound
-from .common import checked_bound
+from .common import GAP_TOL, checked_bound
 
-OPT_RTOL = 1e-6
+OPT_RTOL = GAP_TOL   # the one "zero gap" rule (SPEC §4), also used by checked_bound
 SOLVER = "cpsat"
 #: for every model: probing cost seconds of presolve (follow-up 5); presolve's symmetry fixing is not
 #: interruptible and took 10-14 s on node-exact models of identical GPUs with PS options (4-s limits; follow-up 16)

@@ -1510,3 +1510,19 @@ def test_offline_result_drops_a_bound_above_its_schedule():
     assert (r.status, r.lower_bound, r.params["bound_conflict"]["bound"]) == ("feasible", None, obj * 1.02)
     r = offline_cpsat.finish(inst, best, obj * (1 + 1e-9), time.perf_counter(), "cpsat", "", {})
     assert (r.status, r.lower_bound) == ("optimal", obj)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_complete_exact_model_with_core_workers_agrees_with_brute_force(seed):
+    """With 2 threads the complete exact model runs the core-based and default LP workers
+    (:func:`offline_cpsat.exact_params`); on tiny queues (jobs arrive faster than they run) and on the tiny
+    instances of the brute-force table it proves the brute-force optimum, and its bound is never above it."""
+    inst = tiny(seed, interarrival_s=120 if seed % 2 else 600, jobs=4)
+    ref = brute.solve(inst)
+    assert ref.status == "optimal"
+    r = offline_cpsat.solve(inst, time_limit=60, threads=2, seed=seed)
+    check_valid(inst, r)
+    assert r.params["exact_subsolvers"] == ["core", "default_lp"]
+    assert r.status == "optimal", (r.objective, r.lower_bound, ref.objective)
+    assert math.isclose(r.objective, ref.objective, rel_tol=RTOL)
+    assert r.lower_bound <= ref.objective * (1 + 1e-9)

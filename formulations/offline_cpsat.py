@@ -979,17 +979,27 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
             best = better(best, improve(inst, concrete, best, left, ls_share, time_limit, seed))
             _phase(params, "local-search", {"status": "-"}, lb, best, t0)
         t_exact = None if time_limit is None else left() * EXACT_SHARE
-        # with 2-3 threads the core-based and default LP workers (as on the node-exact model): 4 GPUs / 10-job
-        # queues, 30 s: 1 of 4 proven, 3.1 % mean gap (default workers: 0 of 4, 3.9 %); 4 GPUs / 8 jobs, 10 s:
-        # 4 of 4 (3 of 4); docs/oracle-offline.md, follow-up 26
+        # with 2-3 threads first the core-based and default LP workers (as on the node-exact model) for
+        # CORE_SHARE of the exact model's time, then, if unproven, the default ones (better incumbents):
+        # 4-GPU instances with PS and CPU/memory levels, 30 s: 3 of 6 proven, 8.4 % mean certified gap (default
+        # workers only: 1 of 6, 11.3 %; core workers only: 3 of 6, 9.9 %); docs/oracle-offline.md, follow-up 26
         sp = exact_params(threads)
         if sp is not None:
             params["exact_subsolvers"] = list(sp["subsolvers"])
-        sol = build_and_solve(inst, concrete, res, time_limit=t_exact, threads=threads, seed=seed,
-                              hint=hint_assignment(inst, concrete, best[0]), twins=TWINS, sat_params=sp)
+        t_core = None if t_exact is None or sp is None else t_exact * CORE_SHARE
+        sol = build_and_solve(inst, concrete, res, time_limit=t_core if sp is not None else t_exact, threads=threads,
+                              seed=seed, hint=hint_assignment(inst, concrete, best[0]), twins=TWINS, sat_params=sp)
         lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
         if sol["choice"] is not None:
             best = better(best, decode(inst, concrete, sol, SOLVER, end))
+        if t_core is not None and sol["status"] not in ("OPTIMAL", "INFEASIBLE") and gap_open(objective_of(best), lb):
+            # unproven: the default workers (their LNS finds the better schedules) for the rest of the share
+            _phase(params, "exact-core", sol, lb, best, t0)
+            sol = build_and_solve(inst, concrete, res, time_limit=t_exact - t_core, threads=threads, seed=seed,
+                                  hint=hint_assignment(inst, concrete, best[0]), twins=TWINS)
+            lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
+            if sol["choice"] is not None:
+                best = better(best, decode(inst, concrete, sol, SOLVER, end))
         params["model"] = "exact"
         if time_limit is not None and gap_open(objective_of(best), lb):
             if pre is None:

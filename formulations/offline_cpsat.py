@@ -984,19 +984,18 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         # 4-GPU instances with PS and CPU/memory levels, 30 s: 3 of 6 proven, 8.4 % mean certified gap (default
         # workers only: 1 of 6, 11.3 %; core workers only: 3 of 6, 9.9 %); docs/oracle-offline.md, follow-up 26
         sp = exact_params(threads)
+        rounds = [(sp, t_exact)]
         if sp is not None:
             params["exact_subsolvers"] = list(sp["subsolvers"])
-        t_core = None if t_exact is None or sp is None else t_exact * CORE_SHARE
-        sol = build_and_solve(inst, concrete, res, time_limit=t_core if sp is not None else t_exact, threads=threads,
-                              seed=seed, hint=hint_assignment(inst, concrete, best[0]), twins=TWINS, sat_params=sp)
-        lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
-        if sol["choice"] is not None:
-            best = better(best, decode(inst, concrete, sol, SOLVER, end))
-        if t_core is not None and sol["status"] not in ("OPTIMAL", "INFEASIBLE") and gap_open(objective_of(best), lb):
-            # unproven: the default workers (their LNS finds the better schedules) for the rest of the share
-            _phase(params, "exact-core", sol, lb, best, t0)
-            sol = build_and_solve(inst, concrete, res, time_limit=t_exact - t_core, threads=threads, seed=seed,
-                                  hint=hint_assignment(inst, concrete, best[0]), twins=TWINS)
+            if t_exact is not None:
+                rounds = [(sp, t_exact * CORE_SHARE), (None, t_exact * (1 - CORE_SHARE))]
+        for k, (sat, t_round) in enumerate(rounds):
+            if k:   # unproven by the core workers: the default ones (their LNS finds better schedules)
+                if sol["status"] in ("OPTIMAL", "INFEASIBLE") or not gap_open(objective_of(best), lb):
+                    break
+                _phase(params, "exact-core", sol, lb, best, t0)
+            sol = build_and_solve(inst, concrete, res, time_limit=t_round, threads=threads, seed=seed,
+                                  hint=hint_assignment(inst, concrete, best[0]), twins=TWINS, sat_params=sat)
             lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
             if sol["choice"] is not None:
                 best = better(best, decode(inst, concrete, sol, SOLVER, end))

@@ -1526,3 +1526,16 @@ def test_complete_exact_model_with_core_workers_agrees_with_brute_force(seed):
     assert r.status == "optimal", (r.objective, r.lower_bound, ref.objective)
     assert math.isclose(r.objective, ref.objective, rel_tol=RTOL)
     assert r.lower_bound <= ref.objective * (1 + 1e-9)
+
+
+def test_complete_exact_model_falls_back_to_the_default_workers(monkeypatch):
+    """When the core-based round leaves the complete exact model unproven (here: almost no time), the default
+    workers get the rest of its share, hinted with the best schedule, and prove the brute-force optimum."""
+    monkeypatch.setattr(offline_cpsat, "CORE_SHARE", 1e-6)
+    inst = tiny(3, interarrival_s=120, jobs=4)
+    ref = brute.solve(inst)
+    r = offline_cpsat.solve(inst, time_limit=60, threads=2, seed=0)
+    check_valid(inst, r)
+    assert "exact-core" in [p["phase"] for p in r.params["phases"]]
+    assert r.status == "optimal"
+    assert math.isclose(r.objective, ref.objective, rel_tol=RTOL)

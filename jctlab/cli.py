@@ -44,7 +44,7 @@ def _print(summary: dict[str, Any], as_json: bool) -> None:
         return
     print(f"{summary['instance']}  method={summary['method']}  status={summary['status']}  valid={summary['valid']}")
     if summary.get("error"):
-        print(f"  invalid: {summary['error']}")
+        print(f"  error: {summary['error']}")
     if summary["objective"] is not None:
         print(f"  objective={summary['objective']:.6g}  lower_bound={summary['lower_bound']}  runtime_s={summary['runtime_s']}")
     for k, v in summary["metrics"].items():
@@ -145,8 +145,11 @@ def cmd_solve(a: argparse.Namespace, extra: Sequence[str]) -> int:
         rep = replay(inst, sched)
         if a.out and rep.valid:
             save_schedule(sched, a.out)
-    _print(_json_safe(_summary(inst.name, a.method, res.status if (rep is None or rep.valid) else "error", rep,
-                               res.lower_bound, res.runtime_s)), a.json)
+    summary = _summary(inst.name, a.method, res.status if (rep is None or rep.valid) else "error", rep,
+                       res.lower_bound, res.runtime_s)
+    if res.status == "error" and "error" not in summary and res.params.get("error"):
+        summary["error"] = str(res.params["error"])     # why the method did not run (e.g. not applicable)
+    _print(_json_safe(summary), a.json)
     return 1 if rep is not None and not rep.valid else 0
 
 

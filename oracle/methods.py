@@ -1,4 +1,4 @@
-"""The oracle methods behind ``jctlab solve --method cpsat|milp|milp-cbc|brute|auto``.
+"""The oracle methods behind ``jctlab solve --method cpsat|milp|milp-cbc|brute|bnb|auto``.
 
 Each has the signature ``fn(inst, *, time_limit=None, threads=1, seed=0, hint=None, cache=None,
 **options) -> Result`` and dispatches on ``inst.problem``:
@@ -10,6 +10,9 @@ static     formulations.static_cpsat / _milp     formulations.brute / oracle.por
 offline    formulations.offline_cpsat / _milp    formulations.brute / oracle.portfolio
 preemptive formulations.preemptive_bound         (error) / preemptive_bound (``bound_only``)
 ========== ===================================== ===================================================
+
+``bnb`` (:mod:`formulations.offline_bnb`, small offline instances: exact branch and bound) gives a Result
+with status ``error`` and the reason on any instance it does not apply to.
 
 Modules of other classes are imported lazily; one that does not exist yet gives a Result with
 status ``error`` and a message. ``cache`` (None: off; a path; ``True`` or ``"default"``: the default
@@ -48,6 +51,10 @@ def _dispatch(method: str, inst: Instance, time_limit: float | None, threads: in
         from .portfolio import portfolio
 
         return portfolio(inst, time_limit=time_limit, threads=threads, seed=seed, hint=hint, **options)
+    if method == "bnb":
+        from formulations import offline_bnb
+
+        return offline_bnb.solve(inst, time_limit=time_limit, threads=threads, seed=seed, hint=hint)
     if method == "brute":
         if p == "preemptive":
             return _error(method, "brute force covers the static and offline classes only", t0)
@@ -101,9 +108,10 @@ cpsat = _method("cpsat")
 milp = _method("milp")
 milp_cbc = _method("milp-cbc")
 brute = _method("brute")
+bnb = _method("bnb")
 auto = _method("auto")
 
-METHODS = {"cpsat": cpsat, "milp": milp, "milp-cbc": milp_cbc, "brute": brute, "auto": auto}
+METHODS = {"cpsat": cpsat, "milp": milp, "milp-cbc": milp_cbc, "brute": brute, "bnb": bnb, "auto": auto}
 
 
 def solve(instance: Instance, method: str = "auto", time_limit: float | None = None, threads: int = 1,

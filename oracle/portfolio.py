@@ -39,6 +39,17 @@ RACE = 1.01
 #: on a queue with one thread the members run in turn, HiGHS first with this share (follow-up 15: 4 × 10 and
 #: 8 × 12 queues, 10 s, 5.37 % / 6.63 % mean gap against 5.42 % / 12.60 % with CP-SAT first)
 QUEUE_MILP_SHARE = 0.9
+#: small offline instances (:func:`_bnb_applies`): the exact branch and bound (:mod:`formulations.offline_bnb`)
+#: runs first with BNB_PROBE of the limit (it proves 10-job queues on 4 GPUs in 1-5 s where the models prove
+#: none in 30 s, docs/oracle-offline.md, follow-up 27); unfinished, the members get their share of the rest
+#: (hinted with its schedule), and it resumes with the last BNB_RESUME of it, pruning below their best schedule
+BNB_PROBE = 0.3
+BNB_RESUME = 0.4
+#: ... on instances with at most this many jobs and options over all jobs, and no binding CPU/memory (more
+#: jobs, or the options that parameter servers and CPU/memory levels multiply, and the search rarely ends:
+#: the members, given less time, then certify less; follow-up 27)
+BNB_MAX_JOBS = 12
+BNB_MAX_OPTIONS = 120
 RACE_MIN_S = 5.0   # s: below this limit the members run in turn (starting two processes costs 0.3-1 s)
 MEMBER_MIN_S = 0.5   # s: a later member needs this much of the limit (its set-up alone costs 0.3-1 s on 32-64 GPUs)
 HANDBACK_S = 0.3   # s of the limit kept for the members' hand-back and the parent's replay
@@ -156,6 +167,27 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
         return r.with_(solver=f"auto/{r.solver}")
     # a race needs ≥ 2 threads and a limit that pays for two processes; offline, also a queue
     long_enough = dl.left() >= RACE_MIN_S
+    search = None
+    if inst.problem == "offline" and _bnb_applies(inst):
+        from formulations import offline_bnb
+
+        if hint is None and warm:
+            hint = _heuristic(inst, seed, time_limit)
+        run = offline_bnb.Run.start(inst, hint, time.perf_counter(), time_limit, seed)
+        left = dl.left()
+        if not isinstance(run, Result) and run.resume(Deadline(None if left == float("inf") else left * BNB_PROBE)):
+            run = run.result()
+        if isinstance(run, Result):   # proven (or infeasible): the members cannot do better
+            return finish(inst, "auto", run.schedule, run.lower_bound, t0, "auto", "",
+                          {"members": ["bnb"], "time_limit": time_limit, "threads": threads, "seed": seed,
+                           "versions": solver_versions(), "member_status": {run.solver: run.status}},
+                          infeasible=run.status == "infeasible", error=run.params.get("error"))
+        search = run
+        r = run.result()
+        if r.schedule is not None and (hint is None or _better_than_hint(inst, r, hint)):
+            hint = r.schedule
+        # the members get their share, then the search resumes with the rest (and their best schedule)
+        dl = Deadline(dl.left() * (1 - BNB_RESUME))
     pre_lb = _preemptive_lb(inst, dl) if inst.problem == "offline" and long_enough else None
     on_queue = None if pre_lb is None else _queued(inst, pre_lb)
     # a daemonic process (a worker of a multiprocessing pool) may not start processes: members in turn
@@ -163,7 +195,7 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
                 and (inst.problem != "offline" or bool(on_queue)))
     # in turn on a queue: HiGHS first (its list-scheduling incumbents and class MILP beat CP-SAT there)
     members = MEMBERS[::-1] if on_queue else MEMBERS
-    params: dict[str, Any] = {"members": list(members), "time_limit": time_limit, "threads": threads, "seed": seed,
+    params: dict[str, Any] = {"members": ["bnb"] * (search is not None) + list(members), "time_limit": time_limit, "threads": threads, "seed": seed,
                               "versions": solver_versions(), "parallel": parallel}
     if inst.problem == "offline":
         params["queue"] = on_queue   # None: not tested (a limit under RACE_MIN_S, or none)
@@ -233,6 +265,12 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
                 break
             if r.schedule is not None and (hint is None or _better_than_hint(inst, r, hint)):
                 hint = r.schedule
+    if search is not None and not any(r.status in ("optimal", "infeasible") for r in results):
+        for r in results:
+            search.tighten(r.schedule)
+        left = Deadline(time_limit, t0).left()
+        search.resume(Deadline(None if left == float("inf") else max(0.0, left - HANDBACK_S)))
+        results.insert(0, search.result())
     params["member_status"] = {r.solver: r.status for r in results}
     best_sched = None
     best_obj = None
@@ -280,6 +318,16 @@ def _better_than_hint(inst: Instance, r: Result, hint: Schedule) -> bool:
 
     v = replay_objective(inst, hint)
     return v is None or (r.objective is not None and r.objective < v)
+
+
+def _bnb_applies(inst: Instance) -> bool:
+    from formulations import offline_candidates as oc
+    from formulations.offline_bnb import not_applicable
+
+    if len(inst.jobs) > BNB_MAX_JOBS or not_applicable(inst) is not None:
+        return False
+    opts = oc.concrete_options(inst)[0]
+    return sum(map(len, opts)) <= BNB_MAX_OPTIONS and not oc.binding_resources(inst, opts)
 
 
 def _preemptive_lb(inst: Instance, dl: Any) -> float | None:

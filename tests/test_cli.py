@@ -116,3 +116,19 @@ def test_no_traceback_from_the_installed_command(tmp_path):
     p = subprocess.run([sys.executable, "-m", "jctlab.cli", "replay", str(bad), str(bad)],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_solve_with_bnb_proves_and_says_why_when_it_does_not_apply(tmp_path, capsys):
+    inst, out_s = tmp_path / "q.json", tmp_path / "q.opt.json"
+    run(capsys, "make-instance", "offline", "--gpus", 4, "--nodes", 2, "--jobs", 6, "--interarrival", 300,
+        "--max-size", 4, "--seed", 1, "--out", inst)
+    code, out, _ = run(capsys, "solve", inst, "--method", "bnb", "--out", out_s, "--json")
+    res = json.loads(out)
+    assert code == 0 and res["status"] == "optimal" and res["valid"] is True and out_s.exists()
+    assert res["lower_bound"] == pytest.approx(res["objective"], rel=1e-6)
+    mk = tmp_path / "m.json"
+    run(capsys, "make-instance", "offline", "--gpus", 4, "--nodes", 2, "--jobs", 4, "--objective", "makespan",
+        "--out", mk)
+    code, out, _ = run(capsys, "solve", mk, "--method", "bnb", "--json")
+    res = json.loads(out)
+    assert code == 0 and res["status"] == "error" and "makespan" not in res["error"] and "objective" in res["error"]

@@ -1,0 +1,364 @@
+"""Exact branch and bound for small offline instances (method ``bnb``).
+
+Small clusters with queues (4 GPUs, 10 jobs arriving every 5 minutes) are where CP-SAT and the MILPs
+struggle most: their relaxations see the GPUs but not the waiting, and 30 s do not prove a 10-job queue
+(docs/oracle-offline.md, follow-up 27). This search enumerates schedules directly and proves them in
+seconds. It applies to offline instances whose jobs all have few GPU subsets (every allocation is
+enumerated: :func:`offline_candidates.concrete_options` is complete) and a ``mean_jct`` or
+``weighted_jct`` objective with positive weights; :func:`not_applicable` says why not otherwise.
+
+The search
+----------
+Depth-first over *start-ordered list schedules*: a node is a partial schedule whose jobs started at or
+before ``t`` (the last start); a child places one more job j with one of its allocations (options) a at
+the earliest time s ≥ max(arrival_j, t) at which a's GPUs are free and its node CPUs/memory fit. Since
+every placed job started at or before t, from t on a GPU is just "busy until" and node usage only falls,
+so s is exact and the new job never conflicts with a later one.
+
+*Exactness.* Take an optimal schedule S* (every option of it kept: dropping a dominated option,
+:func:`offline_candidates._filter`, keeps an optimum) and list its jobs by start time. Place them in
+that order: by induction each job gets a start s'_i ≤ S*_i (at every τ ≥ S*_i a placed job k active in
+the partial schedule started at s'_k ≤ S*_k ≤ S*_i ≤ τ and ends no later than in S*, so it is active at τ
+in S* too: what i needs from S*_i on is free). So the search reaches a schedule with every completion no
+later than S*'s: an optimal one.
+
+*The earliest-completion rule* (Giffler and Thompson's active schedules). Let c* be the earliest
+completion over every unplaced (job, option) child. A child starting at s ≥ c* is never needed: in any
+schedule below it the job k that completes at c* could instead run there (it ends by c* ≤ s, before
+every later start, on resources free at its start), finishing strictly earlier; with positive weights
+such a schedule is not optimal. So an optimal schedule, built as above, never passes such a child.
+
+*Bounds.* A child's objective so far plus, over the jobs left, Σ_k max(A_k, B_k) (unit weights) or
+Σ_j w_j B_j (weighted): B are the jobs' earliest completions over their options given the GPUs' free
+times and t (sorted for unit weights), A_k the earliest time by which the GPUs, each available from its
+free time, hold the k smallest GPU areas (min over options of GPUs × duration): the k-th completion can
+be no earlier than either. A partial schedule seen before (same jobs placed, same t, same free times and
+node usage) with no larger objective prunes too.
+
+Interference is ignored in the search (it only slows jobs, SPEC §2: the search's optimum is a valid
+bound); the best schedule is realised on the event engine and reported with its replayed objective, so
+with interference the status is ``feasible`` unless it happens to reach the bound.
+
+With a time limit an unfinished search returns its best schedule, status ``feasible``, and the root's
+bound. The search is deterministic (no random choices; ``seed`` is accepted and unused), but with a
+time limit where it stops depends on the machine's speed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from jctlab.model import Instance, Schedule
+from jctlab.result import Result
+
+from . import offline_candidates as oc
+from .common import Deadline, finish, objective_weights, replay_objective, timed_schedule
+from .heuristic import realize
+
+SOLVER = "bnb"
+VERSION = "1"
+MAX_JOBS = 24          # beyond this the search is hopeless: not applicable
+CHECK_EVERY = 256      # nodes between deadline checks
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One option of a job, as the search reads it."""
+
+    dur: float
+    gpus: tuple[int, ...]          # GPU indices
+    use: tuple[float, ...]         # demand on each binding CPU/memory resource
+    option: oc.Option
+
+
+def not_applicable(inst: Instance) -> str | None:
+    """Why the search does not apply to ``inst`` (None: it does)."""
+    if inst.problem != "offline":
+        return "bnb covers the offline class only"
+    if inst.objective not in ("mean_jct", "weighted_jct"):
+        return "bnb needs a mean_jct or weighted_jct objective"
+    if any(w <= 0 for w in objective_weights(inst)):
+        return "bnb needs positive job weights"
+    if len(inst.jobs) > MAX_JOBS:
+        return f"bnb takes at most {MAX_JOBS} jobs"
+    if not oc.concrete_options(inst)[1]:
+        return "bnb needs every allocation enumerated (a job has too many GPU subsets)"
+    return None
+
+
+def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, seed: int = 0,
+          hint: Schedule | None = None) -> Result:
+    """Exact search (see the module docstring). ``hint``: a valid schedule whose objective prunes from
+    the start (on instances without interference, where its objective is a search value)."""
+    t0 = time.perf_counter()
+    run = Run.start(inst, hint, t0, time_limit, seed)
+    if isinstance(run, Result):
+        return run
+    run.resume(Deadline(time_limit, t0))
+    return run.result()
+
+
+class Run:
+    """One search that can be resumed (the ``auto`` portfolio probes it, then continues it or not)."""
+
+    def __init__(self, inst: Instance, search: "Search", offset: float, hint: Schedule | None,
+                 hint_obj: float | None, t0: float, params: dict) -> None:
+        self.inst, self.search, self.offset = inst, search, offset
+        self.hint, self.hint_obj, self.t0, self.params = hint, hint_obj, t0, params
+        self.done = False
+
+    @classmethod
+    def start(cls, inst: Instance, hint: Schedule | None, t0: float, time_limit: float | None = None,
+              seed: int = 0) -> "Run | Result":
+        """A search ready to run, or a Result (error: not applicable; infeasible: a job fits nowhere)."""
+        params: dict[str, Any] = {"time_limit": time_limit, "seed": seed,
+                                  "interference": "ignored in search, replayed"}
+        why = not_applicable(inst)
+        if why is not None:
+            return finish(inst, SOLVER, None, None, t0, SOLVER, VERSION, params, error=why)
+        concrete, _ = oc.concrete_options(inst)
+        bad = oc.job_infeasible(inst, concrete, True)
+        if bad is not None:
+            return finish(inst, SOLVER, None, None, t0, SOLVER, VERSION,
+                          {**params, "reason": f"job {inst.jobs[bad].name} fits no allocation"}, infeasible=True)
+        w = objective_weights(inst)
+        offset = sum(wj * job.arrival for wj, job in zip(w, inst.jobs))
+        run = cls(inst, Search(inst, concrete), offset, None, None, t0, params)
+        run.tighten(hint)
+        return run
+
+    def tighten(self, sched: Schedule | None) -> None:
+        """Prune below a valid schedule's objective from now on (instances without interference only: there
+        the replayed objective is a search value); it is returned if the search finds nothing better."""
+        if sched is None or self.inst.cluster.has_interference:
+            return
+        obj = replay_objective(self.inst, sched.with_claim(None) if sched.claimed else sched)
+        if obj is not None and (self.hint_obj is None or obj < self.hint_obj):
+            self.hint, self.hint_obj = sched, obj
+            self.search.value = min(self.search.value, (obj + self.offset) * (1 + 1e-12))
+
+    def resume(self, dl: Deadline) -> bool:
+        """Search until done (True) or ``dl`` expires (False)."""
+        self.done = self.search.resume(dl)
+        return self.done
+
+    def result(self) -> Result:
+        s = self.search
+        params = {**self.params, "nodes": s.nodes}
+        if not self.done:
+            params["progress"] = s.progress()
+        if s.best is None:   # nothing below the hint's objective (or no time): the hint
+            proven = self.done and self.hint_obj is not None
+            bound = self.hint_obj if proven else s.root_bound - self.offset
+            return finish(self.inst, SOLVER, self.hint if self.hint_obj is not None else None, bound, self.t0,
+                          SOLVER, VERSION, params)
+        starts = [st for st, _ in s.best]
+        allocs = [o.alloc for _, o in s.best]
+        if self.inst.cluster.has_interference:
+            order = sorted(range(len(starts)), key=lambda j: (starts[j], j))
+            starts = realize(self.inst, order, allocs, planned=starts) or starts
+        bound = s.value - self.offset if self.done else s.root_bound - self.offset
+        return finish(self.inst, SOLVER, timed_schedule(self.inst, starts, allocs, SOLVER), bound, self.t0, SOLVER,
+                      VERSION, params)
+
+
+@dataclass
+class Frame:
+    """A node on the search stack: its last start, objective so far, placed jobs, children (earliest
+    completion, start, job, choice) in the order tried, the next one to try, and how to undo the one
+    being searched."""
+
+    t: float
+    val: float
+    mask: int
+    cand: list
+    next: int = 0
+    undo: tuple | None = None
+
+
+class Front:
+    """Partial schedules with the same jobs placed (and the same jobs holding CPUs/memory), as rows
+    (last start, objective so far, each GPU's free time clipped to the last start); none dominates
+    another. A row no smaller anywhere than a kept one is dominated: every completion of it is
+    available to the kept one, no later (the exactness argument of the module docstring)."""
+
+    def __init__(self, width: int) -> None:
+        self.rows = np.empty((4, width))
+        self.n = 0
+
+    def add(self, row: list[float]) -> bool:
+        """Keep ``row`` unless a kept row dominates it (False); drop the rows it dominates."""
+        x = np.asarray(row)
+        kept = self.rows[: self.n]
+        if self.n and np.all(kept <= x, axis=1).any():
+            return False
+        if self.n:
+            alive = ~np.all(x <= kept, axis=1)
+            if not alive.all():
+                self.n = int(alive.sum())
+                self.rows[: self.n] = kept[alive]
+        if self.n == len(self.rows):
+            self.rows = np.concatenate([self.rows, np.empty_like(self.rows)])
+        self.rows[self.n] = x
+        self.n += 1
+        return True
+
+
+class Search:
+    """The depth-first search over start-ordered list schedules (module docstring)."""
+
+    def __init__(self, inst: Instance, concrete: list[list[oc.Option]]) -> None:
+        cap = oc.capacities(inst)
+        self.bind = sorted(oc.binding_resources(inst, concrete))
+        self.cap = [cap[b] + oc.EPS * max(1.0, cap[b]) for b in self.bind]   # as oc.fits_alone
+        index = {g.id: i for i, g in enumerate(inst.cluster.gpus)}
+        self.choices = [sorted((Choice(o.dur, tuple(index[g] for g in o.alloc.gpus),
+                                       tuple(float(o.demand.get(b, 0.0)) for b in self.bind), o) for o in ol),
+                               key=lambda c: c.dur) for ol in concrete]
+        self.arrival = [job.arrival for job in inst.jobs]
+        self.w = objective_weights(inst)
+        self.unit = all(x == self.w[0] for x in self.w)
+        self.area = [min(c.dur * len(c.gpus) for c in cl) for cl in self.choices]
+        self.free = [0.0] * len(index)
+        self.running: list[tuple[float, tuple[float, ...]]] = []   # (end, use) of jobs holding CPUs/memory
+        self.best: list[tuple[float, oc.Option]] | None = None
+        self.value = math.inf     # the incumbent's search value Σ w_j C_j (or an upper bound)
+        self.root_bound = -math.inf
+        self.nodes = 0
+        self._seen: dict[tuple, Front] = {}
+        self._chosen: list[Any] = [None] * len(inst.jobs)
+        self.left = set(range(len(inst.jobs)))
+        self._stack: list[Frame] | None = None
+
+    def resume(self, dl: Deadline) -> bool:
+        """Search (from where it stopped) until done (True) or ``dl`` expires (False)."""
+        if self._stack is None:   # the root
+            self._stack = []
+            cand = self._children(0.0)
+            self.root_bound = self._bound(cand, 0.0)
+            self._push(0.0, 0.0, 0)
+        stack = self._stack
+        while stack:
+            if self.nodes % CHECK_EVERY == 0 and dl.expired():
+                return False
+            fr = stack[-1]
+            if fr.undo is not None:
+                self._undo(fr.undo)
+                fr.undo = None
+            while fr.next < len(fr.cand):
+                c, s, j, ch = fr.cand[fr.next]
+                fr.next += 1
+                nv = fr.val + self.w[j] * c
+                if nv >= self.value:
+                    continue
+                fr.undo = self._apply(j, s, c, ch)
+                if self._push(s, nv, fr.mask | (1 << j)):
+                    break
+                self._undo(fr.undo)
+                fr.undo = None
+            else:
+                stack.pop()
+        return True
+
+    def progress(self) -> float:
+        """Share of the search tree done (Knuth's estimate: each node's children weigh alike)."""
+        done, weight = 0.0, 1.0
+        for fr in self._stack or ():
+            weight /= max(1, len(fr.cand))
+            done += weight * (fr.next - (fr.undo is not None))
+        return min(1.0, done)
+
+    def _apply(self, j: int, s: float, c: float, ch: Choice) -> tuple:
+        old = [self.free[g] for g in ch.gpus]
+        for g in ch.gpus:
+            self.free[g] = c
+        holds = any(ch.use)
+        if holds:
+            self.running.append((c, ch.use))
+        self.left.remove(j)
+        self._chosen[j] = (s, ch.option)
+        return j, ch, old, holds
+
+    def _undo(self, undo: tuple) -> None:
+        j, ch, old, holds = undo
+        self.left.add(j)
+        if holds:
+            self.running.pop()
+        for g, x in zip(ch.gpus, old):
+            self.free[g] = x
+
+    def _push(self, t: float, val: float, mask: int) -> bool:
+        """Enter a node: a leaf updates the incumbent; a node not pruned goes on the stack (True)."""
+        self.nodes += 1
+        if not self.left:
+            if val < self.value:
+                self.value = val
+                self.best = list(self._chosen)
+            return False
+        key = (mask, tuple(r for r in self.running if r[0] > t))
+        front = self._seen.get(key)
+        if front is None:
+            front = self._seen[key] = Front(len(self.free) + 2)
+        if not front.add([t, val] + [max(x, t) for x in self.free]):
+            return False
+        cand = self._children(t)
+        if val + self._bound(cand, t) >= self.value * (1 - 1e-12):
+            return False
+        ect = min(x[0] for x in cand)
+        cand = sorted((x for x in cand if x[1] < ect), key=lambda x: (x[0], x[2], x[3].dur))
+        self._stack.append(Frame(t, val, mask, cand))
+        return True
+
+    def _start(self, base: float, c: Choice) -> float:
+        s = base
+        for g in c.gpus:
+            if self.free[g] > s:
+                s = self.free[g]
+        if self.running and any(c.use):
+            while True:
+                over = False
+                for i, cap in enumerate(self.cap):
+                    if c.use[i] and c.use[i] + sum(u[i] for e, u in self.running if e > s) > cap:
+                        over = True
+                        break
+                if not over:
+                    return s
+                s = min(e for e, _ in self.running if e > s)
+        return s
+
+    def _children(self, t: float) -> list[tuple[float, float, int, Choice]]:
+        out = []
+        for j in self.left:
+            base = max(self.arrival[j], t)
+            for c in self.choices[j]:
+                s = self._start(base, c)
+                out.append((s + c.dur, s, j, c))
+        return out
+
+    def _bound(self, cand: list, t: float) -> float:
+        """Σ over the jobs left of a lower bound on w_j C_j (module docstring)."""
+        first: dict[int, float] = {}
+        for c, _, j, _ in cand:
+            if c < first.get(j, math.inf):
+                first[j] = c
+        if not self.unit:
+            return sum(self.w[j] * first[j] for j in self.left)
+        b = sorted(first.values())
+        f = sorted(max(x, t) for x in self.free)
+        n = len(f)
+        total, need, k, held = 0.0, 0.0, 0, 0.0   # held: GPU time available by f[k]
+        for i, a in enumerate(sorted(self.area[j] for j in self.left)):
+            need += a
+            while True:   # on [f[k], f[k+1]) the GPUs available hold held + (k+1)(T − f[k])
+                at = f[k] + (need - held) / (k + 1)
+                if k + 1 >= n or at <= f[k + 1]:
+                    break
+                held += (k + 1) * (f[k + 1] - f[k])
+                k += 1
+            total += max(at, b[i])
+        return self.w[0] * total

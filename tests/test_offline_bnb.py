@@ -1,0 +1,157 @@
+"""The exact branch and bound for small offline instances (``bnb``) and its place in ``auto``.
+
+Brute force is the reference (it shares no search code: every job permutation × every raw GPU subset);
+the branch and bound must find the same optimum, prove it, and return a schedule that replays valid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import oracle
+from formulations import brute, offline_bnb, offline_cpsat
+from formulations.common import Deadline
+from jctlab.generators import offline_instance
+from jctlab.replay import replay
+
+from .test_oracle_offline import check_valid, tiny
+
+RTOL = 1e-6
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def queue(seed: int, jobs: int = 5, **over):
+    """4 GPUs on 2 nodes, arrivals every 5 minutes: jobs wait for GPUs."""
+    kw = dict(gpus=4, nodes=2, jobs=jobs, interarrival_s=300, duration_h=(0.1, 2), max_size=4, variability=0.05,
+              locality_penalty=1.2, seed=seed)
+    kw.update(over)
+    return offline_instance(**kw)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_bnb_agrees_with_brute_force(seed):
+    inst = tiny(seed)   # with locality, variability, elastic sizes, CPU/memory levels and parameter servers
+    ref = brute.solve(inst)
+    r = offline_bnb.solve(inst)
+    check_valid(inst, r)
+    assert r.status == "optimal"
+    assert math.isclose(r.objective, ref.objective, rel_tol=RTOL), (r.objective, ref.objective)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bnb_proves_queues_brute_force_confirms(seed):
+    inst = queue(seed)
+    ref = brute.solve(inst)
+    r = offline_bnb.solve(inst)
+    check_valid(inst, r)
+    assert r.status == "optimal"
+    assert math.isclose(r.objective, ref.objective, rel_tol=RTOL)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), jobs=st.integers(2, 5), weighted=st.booleans())
+def test_bnb_optimum_is_brute_force_optimum(seed, jobs, weighted):
+    inst = queue(seed, jobs=jobs, interarrival_s=[60, 300, 900][seed % 3], gpus=2 + seed % 3, nodes=1 + seed % 2,
+                 objective="weighted_jct" if weighted else "mean_jct")
+    if weighted:
+        inst = inst.replace_jobs([dataclasses.replace(j, weight=1.0 + (i % 3)) for i, j in enumerate(inst.jobs)])
+    ref = brute.solve(inst)
+    r = offline_bnb.solve(inst)
+    check_valid(inst, r)
+    assert r.status == "optimal"
+    assert math.isclose(r.objective, ref.objective, rel_tol=RTOL)
+
+
+def test_a_queue_the_models_leave_open_is_proven_and_bounds_agree():
+    inst = queue(0, jobs=9)
+    r = offline_bnb.solve(inst, time_limit=60)
+    check_valid(inst, r)
+    assert r.status == "optimal"
+    c = offline_cpsat.solve(inst, time_limit=3, threads=1, seed=0)
+    check_valid(inst, c)
+    # CP-SAT's bound is below the proven optimum and its schedule no better
+    assert c.lower_bound <= r.objective * (1 + 1e-9)
+    assert c.objective >= r.objective * (1 - 1e-9)
+
+
+def test_a_hint_prunes_and_is_returned_when_optimal():
+    inst = queue(1, jobs=6)
+    first = offline_bnb.solve(inst)
+    again = offline_bnb.solve(inst, hint=first.schedule)
+    assert again.status == "optimal"
+    assert math.isclose(again.objective, first.objective, rel_tol=RTOL)
+    assert again.params["nodes"] < first.params["nodes"]
+
+
+def test_time_limit_returns_best_schedule_and_a_valid_bound():
+    inst = queue(1, jobs=10)
+    r = offline_bnb.solve(inst, time_limit=0.3)
+    assert r.status == "feasible"
+    check_valid(inst, r)
+    exact = offline_bnb.solve(inst, time_limit=120)
+    assert exact.status == "optimal"
+    assert r.lower_bound <= exact.objective * (1 + 1e-9) <= r.objective * (1 + 1e-9)
+    assert 0.0 <= r.params["progress"] <= 1.0
+
+
+def test_a_resumed_search_ends_where_an_uninterrupted_one_does():
+    inst = queue(2, jobs=8)
+    whole = offline_bnb.solve(inst)
+    run = offline_bnb.Run.start(inst, None, 0.0)
+    rounds = 0
+    while not run.resume(Deadline(0.05)):
+        rounds += 1
+    r = run.result()
+    assert r.status == "optimal" and rounds > 0
+    assert math.isclose(r.objective, whole.objective, rel_tol=RTOL)
+    assert run.search.nodes == whole.params["nodes"]     # the same tree, searched in pieces
+
+
+def test_interference_is_replayed_and_the_bound_stays_below():
+    inst = tiny(5, interference=0.3, gpus=4, nodes=1, max_size=2)
+    r = offline_bnb.solve(inst)
+    check_valid(inst, r)
+    ref = brute.solve(inst)
+    assert r.lower_bound <= ref.objective * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("over, why", [
+    (dict(objective="makespan"), "objective"),
+    (dict(problem="preemptive"), "offline"),
+    (dict(gpus=32, nodes=4, max_size=8), "enumerated"),
+])
+def test_not_applicable_gives_an_error_result(over, why):
+    inst = queue(0, **over)
+    r = offline_bnb.solve(inst)
+    assert r.status == "error" and why in r.params["error"]
+    assert r.schedule is None
+
+
+def test_an_infeasible_job_is_infeasible():
+    inst = queue(0, jobs=3)
+    job = inst.jobs[0]
+    inst = inst.replace_jobs([dataclasses.replace(job, sizes=(8,))] + list(inst.jobs[1:]))
+    r = offline_bnb.solve(inst)
+    assert r.status == "infeasible"
+
+
+def test_auto_proves_a_small_queue_with_the_search():
+    inst = queue(3, jobs=8)
+    r = oracle.solve(inst, method="auto", time_limit=20, threads=1)
+    check_valid(inst, r)
+    assert r.status == "optimal" and r.params["members"] == ["bnb"]
+    assert math.isclose(r.objective, offline_bnb.solve(inst).objective, rel_tol=RTOL)
+    sched = r.claimed_schedule()
+    assert replay(inst, sched).valid
+
+
+def test_auto_hands_an_unfinished_search_to_the_members():
+    inst = queue(1, jobs=12)
+    r = oracle.solve(inst, method="auto", time_limit=1.5, threads=1)
+    check_valid(inst, r)
+    assert r.params["members"][0] == "bnb" and "bnb" in r.params["member_status"]

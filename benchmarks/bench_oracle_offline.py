@@ -1,4 +1,5 @@
-"""Offline oracle figures (pytest-benchmark, 2 threads, 60 s per solve).
+"""Offline oracle figures (pytest-benchmark, 2 threads, 60 s per solve), through ``oracle.solve(method="cpsat")``
+as ``jctlab solve --method cpsat`` runs it (instances with busy periods are solved block by block).
 
     pytest benchmarks/bench_oracle_offline.py --benchmark-only -s
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from formulations import offline_cpsat
+import oracle
 from jctlab.generators import offline_instance
 from jctlab.replay import replay
 
@@ -29,7 +30,8 @@ PARAMS = [(c, s) for c in CASES for s in ((0, 1, 2, 3, 4) if c == "30j-32g" else
 @pytest.mark.parametrize(("case", "seed"), PARAMS)
 def test_cpsat_offline(benchmark, case, seed):
     inst = _inst(*CASES[case], seed)
-    r = benchmark.pedantic(lambda: offline_cpsat.solve(inst, time_limit=60, threads=2, seed=0), rounds=1, iterations=1)
+    r = benchmark.pedantic(lambda: oracle.solve(inst, "cpsat", time_limit=60, threads=2, seed=0), rounds=1,
+                           iterations=1)
     rep = replay(inst, r.claimed_schedule())
     assert rep.valid, rep.error
     gap = (r.objective - r.lower_bound) / r.lower_bound
@@ -37,5 +39,8 @@ def test_cpsat_offline(benchmark, case, seed):
                                 runtime_s=r.runtime_s, model=r.params.get("model"))
     print(f"\n{case} seed={seed}: {r.status} obj={r.objective:.2f} lb={r.lower_bound:.2f} gap={gap:.4%} "
           f"t={r.runtime_s:.1f}s model={r.params.get('model')}")
+    for b in r.params.get("blocks", []):
+        print(f"  block of {b['jobs']} jobs: {b['status']} obj={b['objective']:.2f} lb={b['lower_bound']:.2f} "
+              f"t={b['runtime_s']:.1f}s")
     for ph in r.params.get("phases", []):
         print(f"  {ph['phase']}: {ph['status']} bound={ph['bound']:.2f} obj={ph['objective']:.2f} t={ph['t']:.1f}s")

@@ -14,6 +14,9 @@ preemptive formulations.preemptive_bound         (error) / preemptive_bound (``b
 ``bnb`` (:mod:`formulations.offline_bnb`, small offline instances: exact branch and bound) gives a Result
 with status ``error`` and the reason on any instance it does not apply to.
 
+Offline instances whose jobs fall into busy periods (the cluster can be idle before a later job arrives) are
+solved block by block with the same method (:mod:`oracle.blocks`: the bounds and schedules add up).
+
 Modules of other classes are imported lazily; one that does not exist yet gives a Result with
 status ``error`` and a message. ``cache`` (None: off; a path; ``True`` or ``"default"``: the default
 file, see :mod:`oracle.cache`) returns a stored result instead of solving when one is valid.
@@ -29,6 +32,7 @@ from typing import Any, Callable
 from jctlab.model import Instance, Schedule
 from jctlab.result import Result
 
+from . import blocks
 from .cache import cached_call
 
 
@@ -45,6 +49,18 @@ def _module(name: str, method: str, t0: float) -> tuple[Any, Result | None]:
 
 def _dispatch(method: str, inst: Instance, time_limit: float | None, threads: int, seed: int,
               hint: Schedule | None, options: dict[str, Any]) -> Result:
+    """Offline instances whose jobs fall into busy periods are solved block by block (:mod:`oracle.blocks`)."""
+    if method in blocks.METHODS and inst.problem == "offline":
+        t0 = time.perf_counter()
+        found = blocks.split(inst)
+        if found is not None:
+            return blocks.solve(method, inst, found[0], found[1], time_limit=time_limit, threads=threads, seed=seed,
+                                hint=hint, options=options, dispatch=_dispatch_whole, t0=t0)
+    return _dispatch_whole(method, inst, time_limit, threads, seed, hint, options)
+
+
+def _dispatch_whole(method: str, inst: Instance, time_limit: float | None, threads: int, seed: int,
+                    hint: Schedule | None, options: dict[str, Any]) -> Result:
     t0 = time.perf_counter()
     p = inst.problem
     if method == "auto":

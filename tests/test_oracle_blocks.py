@@ -1,0 +1,117 @@
+"""Busy-period decomposition (:mod:`oracle.blocks`): offline instances whose cluster can fall idle between
+arrivals are solved block by block; the blocks' bounds and schedules add up.
+
+Brute force (which never splits) is the reference."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import oracle
+from formulations import brute
+from formulations.common import objective_weights
+from jctlab.generators import offline_instance
+from jctlab.model import Schedule
+from jctlab.replay import replay
+from oracle import blocks, methods
+
+from .test_oracle_offline import check_valid
+
+RTOL = 1e-6
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def sparse(seed: int, jobs: int = 6, **over):
+    """Jobs of 6-30 min arriving every 40 min on average: busy periods of one to a few jobs."""
+    kw = dict(gpus=2 + seed % 3, nodes=1 + seed % 2, jobs=jobs, interarrival_s=2400, duration_h=(0.1, 0.5),
+              max_size=[1, 2, 4][seed % 3], variability=0.05 * (seed % 2), locality_penalty=1.0 + 0.2 * (seed % 3),
+              elastic=0.7, seed=seed)
+    kw.update(over)
+    return offline_instance(**kw)
+
+
+def test_split_partitions_the_jobs_at_idle_points_of_a_valid_schedule():
+    inst = sparse(0, jobs=10)
+    parts, witness = blocks.split(inst)
+    assert len(parts) >= 2
+    assert sorted(j for p in parts for j in p) == list(range(len(inst.jobs)))
+    rep = replay(inst, witness)
+    assert rep.valid, rep.error
+    for a, b in zip(parts, parts[1:]):
+        last = max(rep.completion[inst.jobs[j].name] for j in a)
+        assert last <= min(inst.jobs[j].arrival for j in b)          # the cluster is idle in between
+        assert max(inst.jobs[j].arrival for j in a) < min(inst.jobs[j].arrival for j in b)
+
+
+def test_busy_instances_and_makespan_are_not_split():
+    assert blocks.split(sparse(0, interarrival_s=1.0)) is None     # every job arrives while others run
+    assert blocks.split(sparse(0, jobs=10, objective="makespan")) is None
+    assert blocks.split(sparse(0, jobs=10, problem="preemptive")) is None
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("method", ["cpsat", "auto"])
+def test_block_solutions_agree_with_brute_force(seed, method):
+    inst = sparse(seed, objective="weighted_jct" if seed % 2 else "mean_jct")
+    assert blocks.split(inst) is not None
+    ref = brute.solve(inst)
+    r = oracle.solve(inst, method, threads=1)
+    check_valid(inst, r)
+    assert len(r.params["blocks"]) >= 2
+    assert r.status == "optimal"
+    assert math.isclose(r.objective, ref.objective, rel_tol=RTOL), (r.objective, ref.objective)
+    assert r.lower_bound <= ref.objective * (1 + 1e-9)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), cut=st.integers(1, 3), weighted=st.booleans())
+def test_a_partition_of_the_jobs_bounds_the_optimum(seed, cut, weighted):
+    # the law behind the blocks: any partition's optima, weighted by their jobs, sum to at most the optimum
+    inst = offline_instance(gpus=2, nodes=1, jobs=4, interarrival_s=[60, 600][seed % 2], duration_h=(0.1, 1.0),
+                            max_size=2, variability=0.05, seed=seed, objective="weighted_jct" if weighted else "mean_jct")
+    w = objective_weights(inst)
+    whole = brute.solve(inst).objective
+    total = 0.0
+    for part in (list(range(cut)), list(range(cut, 4))):
+        total += brute.solve(inst.replace_jobs([inst.jobs[j] for j in part])).objective * sum(w[j] for j in part)
+    assert total <= whole * (1 + 1e-9)
+
+
+def test_a_block_schedule_that_runs_into_the_next_block_is_replaced_by_the_witness(monkeypatch):
+    inst = sparse(0, jobs=10)
+    parts, witness = blocks.split(inst)
+
+    def late(method, sub, time_limit, threads, seed, hint, options):
+        r = methods._dispatch_whole(method, sub, time_limit, threads, seed, hint, options)
+        if sub.jobs[0].name != inst.jobs[parts[0][0]].name:
+            return r
+        segs = tuple(dataclasses.replace(s, start=s.start + 1e6) for s in r.schedule.segments)
+        moved = Schedule(r.schedule.instance, r.schedule.method, segs)
+        return r.with_(schedule=moved, objective=replay(sub, moved).objective)
+
+    r = blocks.solve("cpsat", inst, parts, witness, time_limit=None, threads=1, seed=0, hint=None, options={},
+                     dispatch=late)
+    check_valid(inst, r)
+    assert r.params["witness_blocks"] == [0]
+
+
+def test_a_block_the_method_does_not_cover_names_the_block(monkeypatch):
+    inst = sparse(1, jobs=8)
+    monkeypatch.setattr("formulations.offline_bnb.MAX_JOBS", 0)
+    r = oracle.solve(inst, "bnb")
+    assert r.status == "error" and r.params["error"].startswith("block ")
+
+
+def test_blocks_share_the_time_limit():
+    inst = sparse(0, jobs=40, gpus=8, nodes=2, max_size=8, interarrival_s=1800, duration_h=(0.2, 1.5))
+    parts, _ = blocks.split(inst)
+    assert sorted(map(len, parts)) == [1, 1, 12, 26]
+    r = oracle.solve(inst, "cpsat", time_limit=2.0, threads=1)
+    check_valid(inst, r)
+    assert r.runtime_s <= 2.0 + 1.5
+    assert r.status == "feasible"      # the 26-job block is not proven in its share

@@ -45,6 +45,10 @@ def _print(summary: dict[str, Any], as_json: bool) -> None:
     print(f"{summary['instance']}  method={summary['method']}  status={summary['status']}  valid={summary['valid']}")
     if summary.get("error"):
         print(f"  error: {summary['error']}")
+    if summary.get("blocks"):
+        bl = summary["blocks"]
+        proven = sum(b["status"] == "optimal" for b in bl)
+        print(f"  blocks: {len(bl)} busy periods of {'+'.join(str(b['jobs']) for b in bl)} jobs, {proven} proven optimal")
     if summary["objective"] is not None:
         print(f"  objective={summary['objective']:.6g}  lower_bound={summary['lower_bound']}  runtime_s={summary['runtime_s']}")
     for k, v in summary["metrics"].items():
@@ -149,6 +153,8 @@ def cmd_solve(a: argparse.Namespace, extra: Sequence[str]) -> int:
                        res.lower_bound, res.runtime_s)
     if res.status == "error" and "error" not in summary and res.params.get("error"):
         summary["error"] = str(res.params["error"])     # why the method did not run (e.g. not applicable)
+    if res.params.get("blocks"):                        # solved busy period by busy period (oracle.blocks)
+        summary["blocks"] = [{"jobs": b["jobs"], "status": b["status"]} for b in res.params["blocks"]]
     _print(_json_safe(summary), a.json)
     return 1 if rep is not None and not rep.valid else 0
 

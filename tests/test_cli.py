@@ -132,3 +132,15 @@ def test_solve_with_bnb_proves_and_says_why_when_it_does_not_apply(tmp_path, cap
     code, out, _ = run(capsys, "solve", mk, "--method", "bnb", "--json")
     res = json.loads(out)
     assert code == 0 and res["status"] == "error" and "makespan" not in res["error"] and "objective" in res["error"]
+
+
+def test_solve_names_the_busy_periods_it_solved_apart(tmp_path, capsys):
+    inst = tmp_path / "sparse.json"
+    run(capsys, "make-instance", "offline", "--gpus", 4, "--nodes", 2, "--jobs", 8, "--interarrival", 7200,
+        "--max-hours", 0.5, "--max-size", 2, "--seed", 0, "--out", inst)
+    code, out, _ = run(capsys, "solve", inst, "--method", "cpsat", "--json")
+    res = json.loads(out)
+    assert code == 0 and res["status"] == "optimal" and res["valid"] is True
+    assert len(res["blocks"]) >= 2 and sum(b["jobs"] for b in res["blocks"]) == 8
+    code, out, _ = run(capsys, "solve", inst, "--method", "cpsat")
+    assert f"blocks: {len(res['blocks'])} busy periods" in out

@@ -56,9 +56,7 @@ def split(inst: Instance) -> tuple[list[list[int]], Schedule] | None:
     parts: list[list[int]] = []
     end = -math.inf
     for j in order:
-        if not parts or inst.jobs[j].arrival < end:
-            if not parts:
-                parts.append([])
+        if parts and inst.jobs[j].arrival < end:
             parts[-1].append(j)
         else:
             parts.append([j])
@@ -85,7 +83,7 @@ def solve(method: str, inst: Instance, parts: Sequence[Sequence[int]], witness: 
     W = sum(w)
     subs = [inst.replace_jobs([inst.jobs[j] for j in p]) for p in parts]
     names = [{inst.jobs[j].name for j in p} for p in parts]
-    results: list[Result | None] = [None] * len(parts)
+    solved: dict[int, Result] = {}
     jobs_left = len(inst.jobs)
     for g in sorted(range(len(parts)), key=lambda g: (len(parts[g]), g)):
         lim = None
@@ -93,17 +91,18 @@ def solve(method: str, inst: Instance, parts: Sequence[Sequence[int]], witness: 
             left = time_limit - (time.perf_counter() - t0)
             lim = max(MIN_BLOCK_S, left * len(parts[g]) / jobs_left)
         jobs_left -= len(parts[g])
-        results[g] = dispatch(method, subs[g], lim, threads, seed, _restrict(hint, names[g]), options)
+        solved[g] = dispatch(method, subs[g], lim, threads, seed, _restrict(hint, names[g]), options)
+    results = [solved[g] for g in range(len(parts))]
 
     info = [{"jobs": len(p), "status": r.status, "objective": r.objective, "lower_bound": r.lower_bound,
-             "runtime_s": r.runtime_s} for p, r in zip(parts, results) if r is not None]
-    main = max((r for r in results if r is not None), key=lambda r: r.runtime_s)
+             "runtime_s": r.runtime_s} for p, r in zip(parts, results)]
+    main = max(results, key=lambda r: r.runtime_s)
     params: dict[str, Any] = {"time_limit": time_limit, "threads": threads, "seed": seed, "blocks": info}
     for g, r in enumerate(results):
-        if r is not None and r.status == "error":
+        if r.status == "error":
             return finish(inst, method, None, None, t0, main.solver, main.version, params,
                           error=f"block {g} ({len(parts[g])} jobs): {r.params.get('error', 'error')}")
-        if r is not None and r.status == "infeasible":
+        if r.status == "infeasible":
             return finish(inst, method, None, None, t0, main.solver, main.version, params, infeasible=True)
 
     bound: float | None = 0.0
@@ -111,10 +110,9 @@ def solve(method: str, inst: Instance, parts: Sequence[Sequence[int]], witness: 
     fallback = []
     for g, (p, r) in enumerate(zip(parts, results)):
         wg = sum(w[j] for j in p)
-        lb = None if r is None else r.lower_bound
-        bound = None if bound is None or lb is None else bound + lb * wg / W
-        sched = None if r is None else r.schedule
-        nxt = min((inst.jobs[j].arrival for j in parts[g + 1]), default=math.inf) if g + 1 < len(parts) else math.inf
+        bound = None if bound is None or r.lower_bound is None else bound + r.lower_bound * wg / W
+        sched = r.schedule
+        nxt = inst.jobs[parts[g + 1][0]].arrival if g + 1 < len(parts) else math.inf   # parts are in arrival order
         if sched is None or _end_of(subs[g], sched) > nxt:
             sched = _restrict(witness, names[g])
             fallback.append(g)

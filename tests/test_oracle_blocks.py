@@ -82,7 +82,7 @@ def test_a_partition_of_the_jobs_bounds_the_optimum(seed, cut, weighted):
     assert total <= whole * (1 + 1e-9)
 
 
-def test_a_block_schedule_that_runs_into_the_next_block_is_replaced_by_the_witness(monkeypatch):
+def test_a_block_schedule_that_runs_into_the_next_block_is_replaced_by_the_witness():
     inst = sparse(0, jobs=10)
     parts, witness = blocks.split(inst)
 

@@ -15,8 +15,10 @@ from hypothesis import strategies as st
 
 import oracle
 from formulations import brute, offline_bnb, offline_cpsat
-from formulations.common import Deadline
+from formulations import offline_candidates as oc
+from formulations.common import Deadline, objective_weights
 from jctlab.generators import offline_instance
+from jctlab.model import Instance
 from jctlab.replay import replay
 
 from .test_oracle_offline import check_valid, tiny
@@ -155,3 +157,31 @@ def test_auto_hands_an_unfinished_search_to_the_members():
     r = oracle.solve(inst, method="auto", time_limit=1.5, threads=1)
     check_valid(inst, r)
     assert r.params["members"][0] == "bnb" and "bnb" in r.params["member_status"]
+
+
+
+def _root_bound(inst) -> float:
+    """The search's bound at its root, in objective units (what the search prunes against)."""
+    s = offline_bnb.Search(inst, oc.concrete_options(inst)[0])
+    w = objective_weights(inst)
+    return s._bound(s._children(0.0), 0.0) - sum(wj * j.arrival for wj, j in zip(w, inst.jobs))
+
+
+def test_mean_busy_time_bound_is_tight_on_identical_jobs():
+    # four identical one-GPU jobs at time 0 on two identical GPUs: the optimum runs two waves, JCTs p, p, 2p, 2p
+    # (sum 6p). Fluid WSPT gives mean busy times p/4, 3p/4, 5p/4, 7p/4, plus p/2 each: 6p, tight. The area and
+    # earliest-completion bound alone gives max(p/2, p) + max(p, p) + 3p/2 + 2p = 5.5p.
+    d = offline_instance(gpus=2, nodes=1, jobs=1, max_size=1, variability=0.0, seed=0).to_dict()
+    d["jobs"] = [{**d["jobs"][0], "name": f"j{i}"} for i in range(4)]
+    inst = Instance.from_dict(d, "<test>")
+    ref = brute.solve(inst)
+    assert math.isclose(_root_bound(inst), ref.objective, rel_tol=1e-7), (_root_bound(inst), ref.objective)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), jobs=st.integers(2, 5), weights=st.lists(st.integers(1, 9), min_size=5, max_size=5))
+def test_root_bound_never_exceeds_the_optimum(seed, jobs, weights):
+    inst = queue(seed, jobs=jobs, interarrival_s=[60, 300, 900][seed % 3], gpus=2 + seed % 3, nodes=1 + seed % 2,
+                 objective="weighted_jct")
+    inst = inst.replace_jobs([dataclasses.replace(j, weight=float(w)) for j, w in zip(inst.jobs, weights)])
+    assert _root_bound(inst) <= brute.solve(inst).objective * (1 + 1e-9)

@@ -83,4 +83,6 @@ def resolve(name: str) -> Callable | None:
     return factory
 
 
+resolve.pattern = f"QUEUE+PLACEMENT with QUEUE in {'|'.join(QUEUES)}, PLACEMENT in {'|'.join(PLACEMENTS)}"
+
 __all__ = ["resolve", "build", "sizes_of"]

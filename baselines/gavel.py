@@ -80,6 +80,9 @@ def resolve(name: str) -> Callable[..., "GavelPolicy"] | None:
     return factory
 
 
+resolve.pattern = f"Gavel: {'|'.join(POLICIES)}"
+
+
 def type_order(types: Iterable[str]) -> list[str]:
     """Gavel's fixed worker-type order (v100, p100, k80), other types after them by name."""
     ts = set(types)

@@ -50,7 +50,11 @@ def _print(summary: dict[str, Any], as_json: bool) -> None:
         proven = sum(b["status"] == "optimal" for b in bl)
         print(f"  blocks: {len(bl)} busy periods of {'+'.join(str(b['jobs']) for b in bl)} jobs, {proven} proven optimal")
     if summary["objective"] is not None:
-        print(f"  objective={summary['objective']:.6g}  lower_bound={summary['lower_bound']}  runtime_s={summary['runtime_s']}")
+        lb, obj = summary["lower_bound"], summary["objective"]
+        gap = f"  gap(lb)={(obj - lb) / lb:.4%}" if lb is not None and lb > 0 else ""
+        lbs = "None" if lb is None else f"{lb:.10g}"
+        rt = summary["runtime_s"]
+        print(f"  objective={obj:.10g}  lower_bound={lbs}{gap}  runtime_s={'None' if rt is None else f'{rt:.2f}'}")
     for k, v in summary["metrics"].items():
         print(f"  {k:>20} = {v:.6g}" if isinstance(v, float) else f"  {k:>20} = {v}")
 
@@ -166,8 +170,8 @@ def cmd_simulate(a: argparse.Namespace, extra: Sequence[str]) -> int:
     factory = registry.policy_factory(a.policy)
     if factory is None:
         raise InputError("command line", "--policy",
-                         f"unknown policy {a.policy!r} (known: {', '.join(registry.names('jctlab.policies'))}, "
-                         f"or QUEUE+PLACEMENT from {', '.join(registry.names('jctlab.policy_families')) or 'none'})")
+                         f"unknown policy {a.policy!r} (known: {', '.join(registry.names('jctlab.policies'))}; "
+                         f"{'; '.join(registry.family_patterns())})")
     if a.round is not None and a.round <= 0:
         raise InputError("command line", "--round", "must be > 0")
     opts = _parse_options(extra)

@@ -63,3 +63,15 @@ def policy_factory(name: str) -> Callable[..., Any] | None:
 
 def names(group_name: str) -> list[str]:
     return sorted(group(group_name))
+
+
+def family_patterns() -> list[str]:
+    """What each policy family accepts, as its resolver's optional ``pattern`` attribute says (else its
+    entry-point name); a family that fails to load is named with "(failed to load)"."""
+    out = []
+    for ep in sorted(group("jctlab.policy_families").values(), key=lambda e: e.name):
+        try:
+            out.append(str(getattr(_load(ep), "pattern", ep.name)))
+        except Exception:
+            out.append(f"{ep.name} (failed to load)")
+    return out

@@ -104,6 +104,14 @@ def test_bad_options_are_one_line_exit_2(tmp_path, capsys, argv, field):
     assert not (tmp_path / "o.json").exists()
 
 
+def test_an_unknown_policy_lists_the_families_and_their_parts(tmp_path, capsys):
+    # "fifo" alone is a queue without a placement: the error says which queues and placements combine
+    inst = write(tmp_path / "i.json", tiny_dict())
+    code, _, err = run(capsys, "simulate", inst, "--policy", "fifo")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "QUEUE+PLACEMENT" in err and "fifo|sjf" in err and "pal" in err and "gavel-max-min-fairness" in err
+
+
 def test_schema_verb_prints_valid_json_schemas(capsys):
     for which, fn in (("instance", instance_schema), ("schedule", schedule_schema)):
         code, out, _ = run(capsys, "schema", which)

@@ -7,6 +7,7 @@ they bring are found through entry points (:mod:`jctlab.registry`); the core imp
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import json
 import sys
@@ -133,6 +134,17 @@ def _check_options(fn: Any, opts: dict[str, Any], what: str) -> None:
             raise InputError("command line", f"--{k.replace('_', '-')}", f"not an option of {what}")
 
 
+@contextlib.contextmanager
+def _named_file(inst, path: str):
+    """A method or policy refusing the instance names it by its name; the user knows it by its file."""
+    try:
+        yield
+    except InputError as e:
+        if e.source != inst.name:
+            raise
+        raise InputError(path, e.field, e.reason) from None
+
+
 def cmd_solve(a: argparse.Namespace, extra: Sequence[str]) -> int:
     inst = load_instance(a.instance)
     fn = registry.method(a.method)
@@ -146,7 +158,8 @@ def cmd_solve(a: argparse.Namespace, extra: Sequence[str]) -> int:
     opts = _parse_options(extra)
     _check_options(fn, opts, f"method {a.method}")
     hint = load_schedule(a.hint) if a.hint else None
-    res = fn(inst, time_limit=a.time_limit, threads=a.threads, seed=a.seed, hint=hint, **opts)
+    with _named_file(inst, a.instance):
+        res = fn(inst, time_limit=a.time_limit, threads=a.threads, seed=a.seed, hint=hint, **opts)
     rep = None
     sched = res.claimed_schedule()
     if sched is not None:
@@ -176,10 +189,11 @@ def cmd_simulate(a: argparse.Namespace, extra: Sequence[str]) -> int:
         raise InputError("command line", "--round", "must be > 0")
     opts = _parse_options(extra)
     _check_options(factory, opts, f"policy {a.policy}")
-    policy = factory(inst, seed=a.seed, **opts)
     round_s = a.round       # None: the policy's own round length, if it has one (Simulator)
     try:
-        sched, rep = simulate(inst, policy, round_s=round_s, method=a.policy)
+        with _named_file(inst, a.instance):
+            policy = factory(inst, seed=a.seed, **opts)
+            sched, rep = simulate(inst, policy, round_s=round_s, method=a.policy)
     except PolicyError as e:
         raise InputError(a.instance, "--policy", str(e)) from None
     if a.out:

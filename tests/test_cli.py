@@ -112,6 +112,12 @@ def test_an_unknown_policy_lists_the_families_and_their_parts(tmp_path, capsys):
     assert "QUEUE+PLACEMENT" in err and "fifo|sjf" in err and "pal" in err and "gavel-max-min-fairness" in err
 
 
+def test_a_method_refusing_the_instance_names_its_file(tmp_path, capsys):
+    inst = write(tmp_path / "i.json", tiny_dict())     # an offline instance; sampling solves static ones
+    code, _, err = run(capsys, "solve", inst, "--method", "sampling")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and f"{inst}: problem:" in err
+
+
 def test_schema_verb_prints_valid_json_schemas(capsys):
     for which, fn in (("instance", instance_schema), ("schedule", schedule_schema)):
         code, out, _ = run(capsys, "schema", which)

@@ -356,11 +356,9 @@ def _filter(opts: list[Option]) -> list[Option]:
             if not any(_dominated(o, k) for k in keep):
                 keep.append(o)
         return keep
-    keys = {r: i for i, r in enumerate(dict.fromkeys(r for o in opts for r in o.demand))}
-    dem = np.zeros((len(opts), len(keys)))
-    for i, o in enumerate(opts):
-        for r, v in o.demand.items():
-            dem[i, keys[r]] = v
+    keys = list(dict.fromkeys(r for o in opts for r in o.demand))
+    dem = np.array([[o.demand.get(r, 0.0) for r in keys] for o in opts])
+    dem = dem[:, dem.max(axis=0) > dem.min(axis=0)]     # a resource all hold alike decides nothing
     dur = np.array([o.dur for o in opts])
     # dominance is transitive, so "no kept option before i dominates i" is "no option before i does"
     dom = (dur[:, None] <= dur[None, :]) & np.all(dem[:, None, :] <= dem[None, :, :] + 1e-12, axis=2)
@@ -377,18 +375,47 @@ def _ps_choices(job: Job, nodes: Sequence[str]) -> list[tuple[str, ...]]:
 
 
 def _options_for_set(inst: Instance, j: int, gids: tuple[str, ...], ps_nodes_pool: Sequence[str], cap: dict) -> list[Option]:
+    """Every (PS placement, level) option of job j on the GPUs ``gids`` that fits the empty cluster.
+
+    With parameter servers a duration depends on the GPUs, the level, the server count and whether the job
+    touches one node or several (SPEC §2: Optimus' overhead, the locality penalty), so it is priced once per
+    such key (the same float :func:`duration` gives each allocation); the GPUs' demand is computed once per
+    level and each placement adds its servers' CPUs (:func:`demand_of`'s rule). 150 000 options at 256 GPUs
+    / 32 nodes: docs/oracle-offline.md, follow-up 29."""
     job = inst.jobs[j]
+    gids = tuple(gids)
+    gpu_nodes = frozenset(g.split(":", 1)[0] for g in gids)
+    base: dict = {}      # level -> the GPUs' demand, or None where it does not fit alone
+    priced: dict = {}    # (servers, several nodes, level) -> duration, or None where the model refuses it
     out = []
     for psn in _ps_choices(job, ps_nodes_pool):
+        several = len(gpu_nodes | set(psn)) > 1
         for c, m in job.level_choices:
-            alloc = Allocation(tuple(gids), psn, c, m)
-            try:
-                d = duration(job, alloc, inst.cluster)
-            except SpeedError:
+            if (c, m) not in base:
+                dem0 = demand_of(inst, job, Allocation(gids, (), c, m))
+                base[(c, m)] = dem0 if fits_alone(dem0, cap) else None
+            dem0 = base[(c, m)]
+            if dem0 is None:     # servers only add CPUs
                 continue
-            dem = demand_of(inst, job, alloc)
-            if fits_alone(dem, cap):
-                out.append(Option(j, d, dem, alloc=alloc))
+            alloc = Allocation(gids, psn, c, m)
+            key = (len(psn), several, c, m)
+            if key not in priced:
+                try:
+                    priced[key] = duration(job, alloc, inst.cluster)
+                except SpeedError:
+                    priced[key] = None
+            d = priced[key]
+            if d is None:
+                continue
+            if psn:
+                dem = dict(dem0)
+                for n in psn:
+                    dem[("cpu", n)] = dem.get(("cpu", n), 0.0) + job.ps.ps_cpus
+                if not fits_alone({r: dem[r] for r in {("cpu", n) for n in psn}}, cap):
+                    continue
+            else:
+                dem = dem0
+            out.append(Option(j, d, dem, alloc=alloc))
     return out
 
 

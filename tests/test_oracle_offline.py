@@ -22,7 +22,7 @@ from jctlab.errors import InputError
 from jctlab.generators import offline_instance, static_instance
 from jctlab.model import Allocation, Instance, Schedule, Segment
 from jctlab.replay import replay
-from jctlab.speed import duration
+from jctlab.speed import SpeedError, duration
 
 RTOL = 1e-6
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -1455,6 +1455,34 @@ def test_dominance_filter_keeps_exactly_the_undominated_options(seed):
                 assert not any(oc._dominated(kept[b], kept[a]) for a in range(len(kept)) for b in range(a + 1, len(kept)))
                 assert [o.dur for o in kept] == sorted(o.dur for o in kept)
     assert long_lists > 0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_options_of_a_gpu_set_are_every_placement_priced_alone(seed):
+    """Law: a GPU set's options (durations priced once per server count, node span and level; demands built
+    once per level) are exactly the (PS placement, level) allocations that fit the empty cluster, each with
+    the duration and demand that pricing it alone gives, in placement-then-level order."""
+    inst = offline_instance(gpus=16, nodes=4, jobs=6, variability=0.05, cpu_mem=seed != 1, ps=True,
+                            locality_penalty=1.3, seed=seed)
+    cap, names = oc.capacities(inst), [nd.name for nd in inst.cluster.nodes]
+    checked = 0
+    for j, job in enumerate(inst.jobs):
+        for gids in ((inst.cluster.nodes[0].gpus[0].id,), tuple(g.id for g in inst.cluster.gpus[2:6])):
+            want = []
+            for psn in oc._ps_choices(job, names):
+                for c, m in job.level_choices:
+                    alloc = Allocation(gids, psn, c, m)
+                    try:
+                        d = duration(job, alloc, inst.cluster)
+                    except SpeedError:
+                        continue
+                    dem = oc.demand_of(inst, job, alloc)
+                    if oc.fits_alone(dem, cap):
+                        want.append((alloc, d, dem))
+            got = [(o.alloc, o.dur, o.demand) for o in oc._options_for_set(inst, j, gids, names, cap)]
+            assert got == want
+            checked += len(got)
+    assert checked > 50
 
 
 @pytest.mark.parametrize(("seed", "cpu_mem"), [(0, False), (1, False), (5, False), (3, True), (6, True)])

@@ -58,10 +58,11 @@ QUEUE_MILP_SHARE = 0.8   # of the time left, for the solver on a queue; then the
 TI_SHARE = 0.25          # of the limit: the time-indexed LP before the MILP on a queue
 
 
-def _subsets(opts, r, cap, budget, window=None):
+def _subsets(opts, r, cap, budget, window=None, deadline: float | None = None):
     """Job sets whose maximum demands on r exceed its capacity, smallest first; (sets, exact).
     ``window[j] = (earliest start, latest end)``: only sets whose windows share an instant (others
-    never run together, so they need no row)."""
+    never run together, so they need no row). At ``deadline`` (``time.perf_counter()``) the sets found
+    so far (not exact: fewer rows, still a relaxation)."""
     dem = {}
     for j, ol in enumerate(opts):
         d = max((o.demand.get(r, 0) for o in ol), default=0)
@@ -78,6 +79,8 @@ def _subsets(opts, r, cap, budget, window=None):
         nxt = []
         for S, tot, lo, hi in level:
             if len(nxt) > LEVEL_LIMIT:     # too many sets to extend (a large capacity): stop, still a relaxation
+                return out, False
+            if deadline is not None and time.perf_counter() > deadline:
                 return out, False
             for j in jobs[pos[S[-1]] + 1:]:
                 lo2, hi2 = (lo, hi) if window is None else (max(lo, window[j][0]), min(hi, window[j][1]))
@@ -154,7 +157,7 @@ def build(inst: Instance, opts, resources, budget=SUBSET_BUDGET, deadline: float
                 prob += y[(a, b)] + y[(b, a)] >= pulp.lpSum(v for _, v in use[(a, r)]) + pulp.lpSum(
                     v for _, v in use[(b, r)]) - 1
             continue
-        sets, ok = _subsets(opts, r, cap[r], budget, window)
+        sets, ok = _subsets(opts, r, cap[r], budget, window, deadline)
         exact &= ok
         cands += [(len(S), i, S, tot) for S, tot in sets]
     cands.sort(key=lambda c: c[:2])
@@ -280,6 +283,10 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
             ls_opts = oc.search_options(inst, concrete, complete, None if complete else oc.node_complete_options(inst))
     if ls_opts is not None:
         best = better(best, improve(inst, ls_opts, best, left_, ls_share, time_limit, seed))
+    if time_limit is not None and left_() <= 0:
+        # the incumbent and bounds took the limit (a large instance at a short limit): no model
+        params["model"] = "none (no time left)"
+        return finish(inst, best, lb, t0, solver, pulp.__version__, params)
     if complete:
         opts = concrete
         res = {r for r in oc.capacities(inst) if r[0] == "g"} | oc.binding_resources(inst, concrete)

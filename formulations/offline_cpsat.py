@@ -850,7 +850,9 @@ def improve(inst: Instance, opts, best, left, share: float, time_limit, seed: in
     for sd in seeds:
         if isinstance(sd, tuple):       # the seed's own allocations, so its list schedule is no worse than it
             opts = oc.with_allocations(inst, opts, sd[1])
-    deadline = None if time_limit is None else time.perf_counter() + min(left(), share * time_limit)
+    # the search ends early enough to re-time its result by the deadline
+    deadline = None if time_limit is None else (time.perf_counter() + min(left(), share * time_limit)
+                                                - oc.retime_seconds(inst))
     if deadline is not None and deadline - time.perf_counter() < SGS_OPTION_S * sum(map(len, opts)) + 0.2:
         return (None, None)         # not even time to set the list scheduler up (256 GPUs with PS: 1.3 s)
     r = oc.local_search(inst, opts, seeds, deadline, rng_seed=seed,

@@ -1594,6 +1594,8 @@ def local_search(inst: Instance, opts: list[list[Option]], seeds: list, deadline
     rnd = random.Random(rng_seed)
     best = None
     for sd in seeds:
+        if best is not None and deadline is not None and _t.perf_counter() >= deadline:
+            break       # one seed's list schedule at least; the others only while time is left
         if isinstance(sd, tuple):
             order, alloc = sd
             idx = {}

@@ -367,11 +367,16 @@ def _family_options(inst: Instance, j: int, fam: Candidate, st: State) -> list[t
     return out
 
 
-def repair(inst: Instance, model: PackingModel, chosen: list[int]) -> list[Allocation] | None:
-    """The better of :func:`repair_once` without and with family-shaped options (see there)."""
+def repair(inst: Instance, model: PackingModel, chosen: list[int],
+           deadline: Deadline | None = None) -> list[Allocation] | None:
+    """The better of :func:`repair_once` without and with family-shaped options (see there); past
+    ``deadline`` the first only, with no improving moves."""
+    dl = deadline or Deadline(None)
     best = None
     for fam in (False, True):
-        a = repair_once(inst, model, chosen, family=fam)
+        if fam and best is not None and dl.left() <= 0:
+            break
+        a = repair_once(inst, model, chosen, family=fam, deadline=dl)
         if a is None:
             continue
         try:
@@ -383,7 +388,8 @@ def repair(inst: Instance, model: PackingModel, chosen: list[int]) -> list[Alloc
     return None if best is None else best[1]
 
 
-def repair_once(inst: Instance, model: PackingModel, chosen: list[int], family: bool = True) -> list[Allocation] | None:
+def repair_once(inst: Instance, model: PackingModel, chosen: list[int], family: bool = True,
+                deadline: Deadline | None = None) -> list[Allocation] | None:
     """Concrete allocations for a model answer that uses relaxed candidates: exact choices are kept
     (first free GPUs of each class), relaxed ones are placed greedily on the remaining resources
     (preferring the relaxed family's GPU types), then 1-opt improves the whole. None on failure."""
@@ -417,5 +423,5 @@ def repair_once(inst: Instance, model: PackingModel, chosen: list[int], family: 
         d, a = min(opts, key=key)
         st.take(j, a)
         allocs[j], durs[j] = a, d
-    out, _ = _local_search(inst, model, st, allocs, durs, Deadline(None), rounds=3)  # type: ignore[arg-type]
+    out, _ = _local_search(inst, model, st, allocs, durs, deadline or Deadline(None), rounds=3)  # type: ignore[arg-type]
     return out

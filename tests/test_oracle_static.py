@@ -177,6 +177,20 @@ def test_full_model_is_not_built_once_the_limit_is_spent(method: str) -> None:
     assert r.lower_bound is not None and 0 < r.lower_bound <= r.objective
 
 
+@pytest.mark.parametrize("method", ["cpsat", "milp"])
+def test_a_short_limit_holds_after_the_lp_on_a_large_instance(method: str) -> None:
+    """64 jobs on 256 GPUs with 5 s and 2 threads: the LP of the reduced-cost filter ends near the limit.
+    Neither a second filtering round whose model cannot be set up in the time left (HiGHS: 31 000 columns,
+    2.1 s) nor the repair's improving moves on a relaxed answer (2.7 s) may start then: they took these
+    solves to 6.5-9.3 s."""
+    inst = static_instance(gpus=256, nodes=32, jobs=64, seed=0, variability=0.05)
+    t = time.perf_counter()
+    r = methods.solve(inst, method=method, time_limit=5.0, threads=2, cache=None)
+    assert time.perf_counter() - t < 5.0 + 1.5
+    _check(inst, r)
+    assert r.lower_bound is not None and 0 < r.lower_bound <= r.objective
+
+
 def test_auto_races_static_members_only_when_the_limit_pays_for_it() -> None:
     inst = static_instance(gpus=8, nodes=2, jobs=4, sizes=(1, 2, 4), seed=5, variability=0.05)
     opt = methods.solve(inst, method="brute", cache=None).objective

@@ -1158,6 +1158,19 @@ def test_first_incumbent_tries_dispatch_rules():
     assert r.status == "optimal" and r.objective <= rep.objective    # 2 640: the GPU idles until t = 2
 
 
+def test_short_limits_still_search_a_queue():
+    """A 40-job queue on 16 GPUs with a 2-s limit: the first local search's share (5 %, 0.1 s) is below its
+    set-up estimate, but it gets a short minimum (LS_MIN_S, at most LS_MAX_SHARE of the limit) instead of
+    nothing: before, `cpsat` kept the greedy schedule (17 711 s mean JCT) at 2-4 s and found 10 431 s at 5 s."""
+    inst = offline_instance(gpus=16, nodes=4, jobs=40, interarrival_s=120, variability=0.05, seed=0)
+    greedy = oc.greedy(inst, "cpsat")
+    opts = oc.search_options(inst, *oc.concrete_options(inst), oc.node_complete_options(inst))
+    t0 = time.perf_counter()
+    sched, rep = offline_cpsat.improve(inst, opts, greedy, lambda: 2.0 - (time.perf_counter() - t0), 0.05, 2.0, 0)
+    assert sched is not None and rep.valid
+    assert rep.objective < 0.9 * greedy[1].objective
+
+
 def test_local_search_fills_gaps_on_a_queue_whose_jobs_must_spread():
     """A loaded queue of 30 jobs of 1-8 GPUs on 16 GPUs of 3 types in 4-GPU nodes (8-GPU jobs must spread).
     With the same 1 000 moves from the greedy schedule, the search that fills gaps in its second half ends

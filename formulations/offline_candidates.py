@@ -66,13 +66,20 @@ def _memo(inst: Instance, key: tuple, compute: Callable[[], Any]) -> Any:
     the per-job bound, the LPs, the models and the portfolio's members all start from them. Callers get
     fresh lists (:func:`_lists`) over the same frozen options. ``key`` holds every argument and module
     setting the result depends on."""
+    hit = _MEMO.get((id(inst), key))
+    if hit is None or hit[0]() is not inst:
+        return _keep(inst, key, compute())
+    return hit[1]
+
+
+def _keep(inst: Instance, key: tuple, value: Any) -> Any:
+    """Store ``value`` for ``inst`` and ``key`` (replacing any), until the instance is collected."""
     k = (id(inst), key)
     hit = _MEMO.get(k)
     if hit is None or hit[0]() is not inst:
-        hit = (weakref.ref(inst), compute())
-        _MEMO[k] = hit
         weakref.finalize(inst, _MEMO.pop, k, None)
-    return hit[1]
+    _MEMO[k] = (weakref.ref(inst), value)
+    return value
 
 
 def _memoized(inst: Instance, key: tuple) -> bool:
@@ -1083,9 +1090,6 @@ def _better_retime(best, cand):
     return cand if s is not None and r.valid and (best[1] is None or r.objective < best[1].objective - 1e-12) else best
 
 
-_RETIME_S: dict[int, tuple[weakref.ref, float]] = {}
-
-
 def best_retime(inst: Instance, order: Sequence[int], choose_factory: Callable, method: str):
     """Strict list scheduling and backfilling of the same order; the better replayed schedule. Its run time
     is kept per instance (:func:`retime_seconds`)."""
@@ -1093,17 +1097,14 @@ def best_retime(inst: Instance, order: Sequence[int], choose_factory: Callable, 
     best = (None, None)
     for strict in (True, False):
         best = _better_retime(best, retime(inst, order, choose_factory(), method, strict))
-    if id(inst) not in _RETIME_S:
-        weakref.finalize(inst, _RETIME_S.pop, id(inst), None)
-    _RETIME_S[id(inst)] = (weakref.ref(inst), time.perf_counter() - t)
+    _keep(inst, ("retime-s",), time.perf_counter() - t)
     return best
 
 
 def retime_seconds(inst: Instance) -> float:
     """How long the last :func:`best_retime` of ``inst`` took (0 before the first): what a caller with a
     deadline keeps for re-timing a schedule at the end (0.5 s at 256 GPUs / 64 jobs)."""
-    hit = _RETIME_S.get(id(inst))
-    return hit[1] if hit is not None and hit[0]() is inst else 0.0
+    return _MEMO[(id(inst), ("retime-s",))][1] if _memoized(inst, ("retime-s",)) else 0.0
 
 
 def dispatch_orders(inst: Instance) -> list[list[int]]:

@@ -66,20 +66,11 @@ def _memo(inst: Instance, key: tuple, compute: Callable[[], Any]) -> Any:
     the per-job bound, the LPs, the models and the portfolio's members all start from them. Callers get
     fresh lists (:func:`_lists`) over the same frozen options. ``key`` holds every argument and module
     setting the result depends on."""
-    hit = _MEMO.get((id(inst), key))
-    if hit is None or hit[0]() is not inst:
-        return _keep(inst, key, compute())
-    return hit[1]
-
-
-def _keep(inst: Instance, key: tuple, value: Any) -> Any:
-    """Store ``value`` for ``inst`` and ``key`` (replacing any), until the instance is collected."""
     k = (id(inst), key)
-    hit = _MEMO.get(k)
-    if hit is None or hit[0]() is not inst:
+    if not _memoized(inst, key):
+        _MEMO[k] = (weakref.ref(inst), compute())
         weakref.finalize(inst, _MEMO.pop, k, None)
-    _MEMO[k] = (weakref.ref(inst), value)
-    return value
+    return _MEMO[k][1]
 
 
 def _memoized(inst: Instance, key: tuple) -> bool:
@@ -1091,20 +1082,11 @@ def _better_retime(best, cand):
 
 
 def best_retime(inst: Instance, order: Sequence[int], choose_factory: Callable, method: str):
-    """Strict list scheduling and backfilling of the same order; the better replayed schedule. Its run time
-    is kept per instance (:func:`retime_seconds`)."""
-    t = time.perf_counter()
+    """Strict list scheduling and backfilling of the same order; the better replayed schedule."""
     best = (None, None)
     for strict in (True, False):
         best = _better_retime(best, retime(inst, order, choose_factory(), method, strict))
-    _keep(inst, ("retime-s",), time.perf_counter() - t)
     return best
-
-
-def retime_seconds(inst: Instance) -> float:
-    """How long the last :func:`best_retime` of ``inst`` took (0 before the first): what a caller with a
-    deadline keeps for re-timing a schedule at the end (0.5 s at 256 GPUs / 64 jobs)."""
-    return _MEMO[(id(inst), ("retime-s",))][1] if _memoized(inst, ("retime-s",)) else 0.0
 
 
 def dispatch_orders(inst: Instance) -> list[list[int]]:
@@ -1550,8 +1532,10 @@ def _defer_pass(sg: SGS, cur: SGSTrace, deadline: float | None) -> SGSTrace:
 
     n = len(cur.order)
     area = [float((sg.dur[j] * sg.mask[j].sum(axis=1)).min()) for j in range(n)]
+    slow = 0.0      # the longest step so far (as in :func:`_climb`)
     for j in sorted(range(n), key=lambda j: (-area[j], j)):
-        if deadline is not None and _t.perf_counter() >= deadline:
+        t_step = _t.perf_counter()
+        if deadline is not None and t_step + slow >= deadline:
             break
         p = cur.order.index(j)
         if p == n - 1:
@@ -1564,6 +1548,7 @@ def _defer_pass(sg: SGS, cur: SGSTrace, deadline: float | None) -> SGSTrace:
         obj, ch, st = min(tries, key=lambda t: t[0])
         if obj < cur.objective - 1e-9:
             cur = sg.trace(_start_order(st), ch)
+        slow = max(slow, _t.perf_counter() - t_step)
     return cur
 
 
@@ -1617,6 +1602,8 @@ def local_search(inst: Instance, opts: list[list[Option]], seeds: list, deadline
             continue
         sg.gaps = gaps
         until = None if deadline is None else start + hi * (deadline - start)
+        if until is not None and _t.perf_counter() >= until:
+            continue        # no time for this phase (its first list schedule alone is a whole run)
         iters = None if max_iters is None else math.ceil((hi - lo) * max_iters)
         best = _better(best, _climb(sg, sg.trace(best[1], best[2]), until, iters, rnd))
     return best[0], best[1], sg.allocs(best[2])
@@ -1644,7 +1631,10 @@ def _climb(sg: SGS, cur: SGSTrace, deadline: float | None, max_iters: int | None
     best_tr = cur
     stall = 0
     it = 0
-    while n > 1 and (deadline is None or _t.perf_counter() < deadline) and (max_iters is None or it < max_iters):
+    slow = 0.0      # the longest step so far: a step starts only if one as long ends by the deadline
+    t_step = _t.perf_counter()
+    while (n > 1 and (deadline is None or t_step + slow < deadline)
+           and (max_iters is None or it < max_iters)):
         mv = _move(cur, sg.arr, rnd)
         if mv is None:
             continue
@@ -1675,4 +1665,6 @@ def _climb(sg: SGS, cur: SGSTrace, deadline: float | None, max_iters: int | None
                             kicked = sg.trace(_start_order(st), c)
                 cur = kicked
                 stall = 0
+        now = _t.perf_counter()
+        slow, t_step = max(slow, now - t_step), now
     return best

@@ -831,7 +831,7 @@ def better(a, b):
 
 
 LS_ITERS = 4000   # local-search moves per call when there is no time limit (deterministic)
-SGS_OPTION_S = 1e-5   # s per option to set up list scheduling (measured 9 µs at 150 000 options)
+SGS_OPTION_S = 1.5e-5   # s per option to set up list scheduling (measured 9-17 µs at 110 000-150 000 options)
 LS_MIN_S = 0.15       # s of local search at least (beyond its set-up) ...
 LS_MAX_SHARE = 0.15   # ... where that is at most this share of the time limit
 
@@ -854,12 +854,11 @@ def improve(inst: Instance, opts, best, left, share: float, time_limit, seed: in
             opts = oc.with_allocations(inst, opts, sd[1])
     # at least LS_MIN_S of search beyond its set-up where LS_MAX_SHARE of the limit allows: at 4 s a 40-job queue
     # on 16 GPUs got no search at all (its 0.2-s share was below the set-up estimate) and ended at 17 711 s
-    # mean JCT against 10 431 s at 5 s (docs/oracle-offline.md, follow-up 29); the search ends early enough to
-    # re-time its result by the deadline
+    # mean JCT against 10 431 s at 5 s (docs/oracle-offline.md, follow-up 29)
     setup = SGS_OPTION_S * sum(map(len, opts)) + 0.05
     if time_limit is not None:
         budget = min(left(), max(share * time_limit, min(setup + LS_MIN_S, LS_MAX_SHARE * time_limit)))
-    deadline = None if time_limit is None else time.perf_counter() + budget - oc.retime_seconds(inst)
+    deadline = None if time_limit is None else time.perf_counter() + budget
     if deadline is not None and deadline - time.perf_counter() < setup:
         return (None, None)         # not even time to set the list scheduler up (256 GPUs with PS: 1.3 s)
     r = oc.local_search(inst, opts, seeds, deadline, rng_seed=seed,

@@ -47,6 +47,7 @@ from jctlab.result import Result
 from jctlab.speed import duration
 
 from . import offline_candidates as oc
+from . import offline_deadlines
 from . import offline_symmetry
 from . import time_indexed_bound
 from .common import GAP_TOL, checked_bound
@@ -65,6 +66,9 @@ QUEUE = 1.05        # preemptive LP / Σ(a_j + p_j) above this: a queue (jobs mu
 PIN_WALL_S = 1.0    # s: most wall time of one GPU pinning (pin_gpus)
 DECODE_SHARE = 0.02  # of the limit (at most PIN_WALL_S) kept after the last model for its decode's pinning
 TWINS = True       # order identical nodes by their first job in the relaxations (offline_symmetry)
+DEADLINE_SHARE = 0.3   # of the limit, at most: latest completions from the incumbent (offline_deadlines) ...
+DEADLINE_S_PER_JOB = 0.35   # ... where that share is at least this per job (30 jobs: 92 relaxations took 12-15 s;
+#                             at 30 s the phase left the 30-job benchmark seed 3 a worse incumbent: docs, follow-up 30)
 CORE_SHARE = 0.6   # of the class model's time: core-based workers when the default ones have not proven it
 SKIP_CORE_WITHOUT_SOLUTION = True   # ... unless they found no solution at all (local search gets that time)
 
@@ -114,7 +118,7 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
                     hint: dict | None = None, unit: float | None = None, spread_counts: bool = False,
                     set_cumulatives: bool = True, hint_patterns: dict | None = None,
                     sat_params: dict | None = None, aggregate: bool = True, semi_active: bool = True,
-                    twins: bool = False):
+                    twins: bool = False, latest_end: dict | None = None):
     """Solve the option model. Returns dict(status, bound (objective units), choice, start, patterns, twins).
 
     ``twins``: identical nodes are ordered by their first job and the hint is mirrored to match
@@ -146,6 +150,10 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
     of a node set T (``("set", T)`` in ``resources``, :func:`offline_candidates.node_subsets`;
     spread options carry their own proven lower-bound demand on T, others their GPU count on T).
 
+    ``latest_end``: {job: latest completion (s)} from :mod:`formulations.offline_deadlines` (e_j ≤ it, rounded
+    up: model times are rounded down); the model then holds only the schedules at least as good as the
+    incumbent the deadlines came from, and its bound must be capped at that incumbent's objective.
+
     ``time_limit`` covers building the model too (CP-SAT gets what is left of it).
     """
     t_build = time.perf_counter()
@@ -167,6 +175,8 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
         s = m.NewIntVar(rel, H, f"s{j}")
         d = m.NewIntVarFromDomain(cp_model.Domain.FromValues(sorted(set(dd))), f"d{j}")
         e = m.NewIntVar(rel + min(dd), H + max(dd), f"e{j}")
+        if latest_end and j in latest_end:
+            m.Add(e <= math.ceil(latest_end[j] / u) + 2)
         m.Add(e == s + d)
         x = [m.NewBoolVar(f"x{j}_{k}") for k in range(len(ol))]
         m.AddExactlyOne(x)
@@ -914,6 +924,47 @@ def _cheaters(inst: Instance, opts, sol) -> set[int]:
     return out
 
 
+def class_rest_bound(inst: Instance, classes, res_cls: set, sched: Schedule | None, threads: int, seed: int):
+    """The class model as :data:`offline_deadlines.LowerBound`: a lower bound on Σ w (C − a) of a job subset,
+    its jobs held to their latest completions, hinted with the incumbent's restriction."""
+    w = oc.weights(inst)
+
+    def bound(S: list[int], latest: dict[int, float], t: float) -> float:
+        sub = inst.replace_jobs([inst.jobs[k] for k in S])
+        lat = {i: latest[k] for i, k in enumerate(S)}
+        sopts = offline_deadlines.restrict(sub, [classes[k] for k in S], lat)
+        if sopts is None:
+            return -math.inf
+        names = {inst.jobs[k].name for k in S}
+        sb = None if sched is None else dataclasses.replace(
+            sched, segments=tuple(x for x in sched.segments if x.job in names))
+        sol = build_and_solve(sub, sopts, res_cls, time_limit=t, threads=threads, seed=seed,
+                              hint=hint_assignment(sub, sopts, sb), hint_patterns=hint_patterns(sub, sb),
+                              twins=TWINS, latest_end=lat)
+        b = bound_from_units(sub, sol["bound_units"], sol["unit"])
+        return b * sum(w[k] for k in S) if math.isfinite(b) else -math.inf
+
+    return bound
+
+
+def rest_bounds(inst: Instance, classes, res_cls: set, best, time_limit: float, left: float, threads: int,
+                seed: int, params: dict) -> list[float] | None:
+    """Lower bounds L_j on the other jobs' Σ w (C − a) for the objective-driven deadlines of
+    :mod:`formulations.offline_deadlines` (class model relaxations, at most ``DEADLINE_SHARE`` of the limit),
+    or None where they do not apply (makespan, no incumbent)."""
+    if inst.objective == "makespan" or best[0] is None:
+        return None
+    t1 = time.perf_counter()
+    w = oc.weights(inst)
+    stats: dict = {}
+    lower = offline_deadlines.rest_bounds(
+        inst, objective_of(best) * sum(w), [x * p for x, p in zip(w, oc.p_min(inst))],
+        class_rest_bound(inst, classes, res_cls, best[0], threads, seed),
+        deadline=t1 + min(DEADLINE_SHARE * time_limit, 0.5 * left), stats=stats)
+    params["deadlines"] = {**stats, "t": round(time.perf_counter() - t1, 2)}
+    return lower
+
+
 def _phase(params: dict, name: str, sol: dict, lb: float, best, t0: float) -> None:
     """Diagnostics: per phase, CP-SAT status, bound so far, best replayed objective so far, elapsed."""
     params.setdefault("phases", []).append(
@@ -939,7 +990,10 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     left; with a time limit and < 4 threads, ``1 − CORE_SHARE`` of that with the default workers, then,
     if unproven, the rest with the core-based ones, which then also solve the later models); where node
     CPUs/memory can bind, the class model split by CPU/memory level with what is left of the class model's
-    time (:func:`refine_levels`); lazy-variability hybrid rounds (at most ``hybrid_rounds``, each ``hybrid_share`` of what is left,
+    time (:func:`refine_levels`); once the class model is proven, with enough time (``DEADLINE_SHARE`` of the
+    limit, at least ``DEADLINE_S_PER_JOB`` per job), objective-driven deadlines (:func:`rest_bounds`,
+    :mod:`formulations.offline_deadlines`): the later models keep only options and completions that a schedule
+    at least as good as the incumbent can have, and their bounds are capped at it; lazy-variability hybrid rounds (at most ``hybrid_rounds``, each ``hybrid_share`` of what is left,
     none started after ``hybrid_stop`` of the limit, ≤ ``hybrid_add`` new options a round;
     ``hybrid_per_node``: a cheater becomes exact only on the node the model put it on,
     :func:`offline_candidates.hybrid_node_options`); local search again; LNS in the exact option
@@ -1075,6 +1129,27 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         best = exact_decode(best, classes, sol)
         _phase(params, "node-decode", {"status": "-"}, lb, best, t0)
     obj = best[1].objective if best[1] is not None else math.inf
+    # objective-driven deadlines: every schedule at least as good as the incumbent completes each job j by
+    # a_j + (U − L_j)/w_j; the later models keep only such schedules and their bounds are capped at U
+    classes0, mixed0, lower = classes, mixed_opts, None
+    latest, cap = None, math.inf
+
+    def restrict_to_incumbent():
+        nonlocal latest, cap, mixed_opts, classes
+        if lower is None:
+            return
+        u_obj = objective_of(best)
+        dl = offline_deadlines.latest(inst, u_obj * sum(oc.weights(inst)), lower)
+        m_r, c_r = (offline_deadlines.restrict(inst, x, dl) for x in (mixed0, classes0))
+        if m_r is not None and c_r is not None:
+            latest, cap, mixed_opts, classes = dl, u_obj, m_r, c_r
+            params["deadlines"]["options"] = [sum(map(len, mixed0)), sum(map(len, m_r))]
+
+    if (mixed_opts is not None and time_limit is not None and sol["status"] == "OPTIMAL" and gap_open(obj, lb)
+            and min(DEADLINE_SHARE * time_limit, 0.5 * left()) >= DEADLINE_S_PER_JOB * len(inst.jobs)):
+        lower = rest_bounds(inst, classes, res_cls, best, time_limit, left(), threads, seed, params)
+        restrict_to_incumbent()
+        _phase(params, "deadlines", {"status": "-"}, lb, best, t0)
     if mixed_opts is not None and hybrid_rounds and sol["status"] == "OPTIMAL":
         # lazy variability: jobs whose relaxed class duration the decoded solution does not reach get
         # every single-node GPU set (hybrid model), re-solved while the model is solved to optimality
@@ -1086,7 +1161,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
             for o in ol:
                 if o.alloc is not None:
                     cnt_v[(j, oc._single_node(o.alloc))] = cnt_v.get((j, oc._single_node(o.alloc)), 0) + 1
-        cur_opts, cur_sol = classes, sol
+        cur_opts, cur_sol = classes0, sol
         for rnd in range(hybrid_rounds):
             if not gap_open(obj, lb) or (left() is not None and left() < 0.5):
                 break
@@ -1124,8 +1199,9 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
             if t_h is not None and t_h < 0.5:
                 break
             sol = build_and_solve(inst, hyb, res_all, time_limit=t_h, threads=threads, seed=seed,
-                                  hint=hint_assignment(inst, hyb, best[0]), sat_params=loaded, twins=TWINS)
-            lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
+                                  hint=hint_assignment(inst, hyb, best[0]), sat_params=loaded, twins=TWINS,
+                                  latest_end=latest)
+            lb = max(lb, min(cap, bound_from_units(inst, sol["bound_units"], sol["unit"])))
             if sol["choice"] is not None:
                 best = better(best, decode(inst, hyb, sol, SOLVER, end))
                 best = exact_decode(best, hyb, sol)
@@ -1160,6 +1236,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         best = exact_decode(best)
         obj = objective_of(best)
         _phase(params, "node-decode", {"status": "-"}, lb, best, t0)
+    restrict_to_incumbent()    # the incumbent may have improved since: tighter deadlines
     mixed = mixed_opts if node_complete and gap_open(obj, lb) and not ls_rest else None
     if mixed is not None and (left() is None or left() > 0.05):
         # ... then every single-node allocation exactly, spread ones relaxed: still a valid bound,
@@ -1167,8 +1244,8 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         sol = build_and_solve(inst, mixed, res_all, time_limit=last_model_time(time_limit, left()), threads=threads,
                               seed=seed,
                               hint=hint_assignment(inst, mixed, best[0]), hint_patterns=hint_patterns(inst, best[0]),
-                              sat_params=exact_params(threads), twins=TWINS)
-        lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
+                              sat_params=exact_params(threads), twins=TWINS, latest_end=latest)
+        lb = max(lb, min(cap, bound_from_units(inst, sol["bound_units"], sol["unit"])))
         if sol["choice"] is not None:
             best = better(best, decode(inst, mixed, sol, SOLVER, end))
         params["model"] = "relaxed+node-exact"

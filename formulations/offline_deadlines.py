@@ -1,0 +1,118 @@
+"""Latest completions implied by an incumbent: objective-driven deadlines for the offline models.
+
+Law. Let U = Σ_k w_k (C_k − a_k) of some schedule (the incumbent) and, for a job j, L_j a lower bound on
+the optimum of the instance without j. Every schedule S with Σ_k w_k (C_k − a_k) ≤ U completes j by
+
+    C_j ≤ a_j + (U − L_j) / w_j,
+
+because S restricted to the other jobs is a schedule of them (a job removed only frees GPUs, CPUs and
+memory, and interference only slows jobs), so Σ_{k≠j} w_k (C_k − a_k) ≥ OPT(J ∖ {j}) ≥ L_j. A model
+restricted to these deadlines (e_j ≤ latest_j, options that cannot meet them dropped) therefore holds
+every schedule at least as good as the incumbent, the incumbent included; its proven bound, capped at
+U, is a bound of the optimum. The law also holds under the hypothesis itself: while computing L_j, the
+other jobs may carry their deadlines (any schedule of value ≤ U meets all of them at once).
+
+How L_j is computed (``lower_bound`` is the caller's relaxation, the class model in
+:mod:`formulations.offline_cpsat`): first a partition bound (windows of consecutive arrivals W_1..W_m;
+L_j ≥ Σ_{i: j∉W_i} LB(W_i) + LB(W_{i(j)} ∖ {j}), the partition law of :mod:`oracle.blocks`), then
+rounds over the jobs in Gauss-Seidel order (each new deadline is used by the next relaxations at once),
+relaxing J ∖ {j} with the others' deadlines, until a round gains under ``MIN_GAIN`` of the total
+slack. Each tighter deadline makes the next relaxations easier: on the 30-job benchmark a class model of
+29 jobs takes 1-3 s (often unproven in 1 s) without deadlines and 0.1-0.3 s with them, and the node-exact
+model with the deadlines proves seed 3 in 25-29 s (82-104 s without; docs/oracle-offline.md, follow-up 30).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Sequence
+
+from jctlab.model import Instance
+
+WINDOW = 15        # jobs per window of the partition bound (measured on the 30-job benchmark: 6, 10, 15)
+SUB_LIMIT = 1.0    # s at most per relaxation of a job set
+MIN_GAIN = 0.01    # stop when a round tightens the total slack by less than this share
+SLACK_RTOL = 1e-6  # of U, added to every deadline (rounding of the relaxations' bounds)
+
+# (jobs, their latest completions so far, time limit) -> a lower bound on Σ_{k ∈ jobs} w_k (C_k − a_k)
+LowerBound = Callable[[list[int], dict[int, float], float], float]
+
+
+def rest_bounds(inst: Instance, upper: float, job_lb: Sequence[float], lower_bound: LowerBound, *,
+                deadline: float | None, window: int = WINDOW, sub_limit: float = SUB_LIMIT,
+                min_gain: float = MIN_GAIN, stats: dict | None = None) -> list[float]:
+    """L_j for every job j: lower bounds on Σ_{k≠j} w_k (C_k − a_k) over the schedules of J ∖ {j} that some
+    schedule of value ≤ ``upper`` restricts to (see the module law); :func:`latest` turns them into deadlines
+    for ``upper`` or any smaller value (a better incumbent found later).
+
+    ``job_lb[k]``: a lower bound on w_k (C_k − a_k) alone (its fastest option), the starting L_j. Stops at
+    ``deadline`` (perf_counter seconds) with what it has: every intermediate result is valid. ``stats``
+    (optional) receives the rounds and the relaxations solved."""
+    n = len(inst.jobs)
+    total = sum(job_lb)
+    lower = [total - job_lb[j] for j in range(n)]
+    dl = latest(inst, upper, lower)
+    calls = 0
+
+    def time_left() -> float:
+        return float("inf") if deadline is None else deadline - time.perf_counter()
+
+    def bound(S: list[int]) -> float | None:
+        nonlocal calls
+        t = min(sub_limit, time_left())
+        if t <= 0.05:
+            return None
+        calls += 1
+        return lower_bound(S, {k: dl[k] for k in S}, t) if S else 0.0
+
+    def tighten(j: int, b: float) -> None:
+        if b > lower[j]:
+            lower[j] = b
+            dl[j] = latest(inst, upper, lower, [j])[j]
+
+    def slack() -> float:
+        return sum(dl[j] - inst.jobs[j].arrival for j in range(n))
+
+    rounds = 0
+    order = sorted(range(n), key=lambda j: (inst.jobs[j].arrival, j))
+    if 1 < window < n:
+        wins = [order[i:i + window] for i in range(0, n, window)]
+        lbs = [bound(W) for W in wins]
+        if all(b is not None for b in lbs):
+            part = sum(lbs)
+            for W, b in zip(wins, lbs):
+                for j in W:
+                    rest = bound([k for k in W if k != j])
+                    if rest is None:
+                        break
+                    tighten(j, part - b + rest)
+    while time_left() > 0.05:
+        before = slack()
+        for j in order:
+            b = bound([k for k in order if k != j])
+            if b is None:
+                break
+            tighten(j, b)
+        rounds += 1
+        if before - slack() < min_gain * before:
+            break
+    if stats is not None:
+        stats.update(rounds=rounds, relaxations=calls)
+    return lower
+
+
+def latest(inst: Instance, upper: float, lower: Sequence[float], jobs: Sequence[int] | None = None) -> dict[int, float]:
+    """Latest completion of each job (all, or ``jobs``) in any schedule of value ≤ ``upper``, from the lower
+    bounds L_j of :func:`rest_bounds` (computed for ``upper`` or a larger value)."""
+    w = [1.0 if inst.objective != "weighted_jct" else j.weight for j in inst.jobs]
+    pad = SLACK_RTOL * abs(upper)
+    return {j: inst.jobs[j].arrival + (upper - lower[j] + pad) / w[j]
+            for j in (range(len(inst.jobs)) if jobs is None else jobs)}
+
+
+def restrict(inst: Instance, opts: list[list], latest: dict[int, float]) -> list[list] | None:
+    """The options of each job that can complete by its latest completion (a job's release plus the
+    option's duration), or None if some job would keep none (then the deadlines are not used)."""
+    out = [[o for o in ol if inst.jobs[j].arrival + o.dur <= latest.get(j, float("inf"))]
+           for j, ol in enumerate(opts)]
+    return None if any(not ol for ol in out) else out

@@ -1,0 +1,120 @@
+"""Objective-driven deadlines (formulations/offline_deadlines.py): the law, the restricted models, the pipeline."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from formulations import brute, offline_cpsat
+from formulations import offline_candidates as oc
+from formulations import offline_deadlines as od
+from jctlab.generators import offline_instance
+from jctlab.replay import replay
+
+
+def small(seed: int, weighted: bool = False):
+    cpu_mem, ps = seed % 4 == 1, seed % 4 == 2       # brute force is slow on 5 jobs with CPU/memory levels
+    inst = offline_instance(gpus=4, nodes=2, jobs=5 if seed % 4 == 3 else 4, max_size=2, variability=0.08,
+                            locality_penalty=1.3, interarrival_s=300, duration_h=(0.1, 1.0), elastic=0.7,
+                            cpu_mem=cpu_mem, ps=ps, seed=seed)
+    if weighted:
+        inst = inst.replace_jobs([replace(j, weight=1.0 + (k * 7 + seed) % 4) for k, j in enumerate(inst.jobs)],
+                                 objective="weighted_jct")
+    return inst
+
+
+def class_bounds(inst, upper: float, sched):
+    classes = oc.class_options(inst)
+    return od.rest_bounds(inst, upper, [w * p for w, p in zip(oc.weights(inst), oc.p_min(inst))],
+                          offline_cpsat.class_rest_bound(inst, classes, offline_cpsat.class_resources(inst), sched,
+                                                         1, 0),
+                          deadline=None)
+
+
+def completions(inst, sched):
+    rep = replay(inst, sched)
+    assert rep.valid, rep.error
+    return rep.completion
+
+
+@pytest.mark.parametrize(("seed", "weighted"), [(s, s % 2 == 1) for s in range(8)])
+def test_deadlines_hold_for_every_schedule_as_good_as_the_incumbent(seed, weighted):
+    """Every schedule at least as good as the incumbent (the optimum, the incumbent itself) keeps the other
+    jobs' weighted JCT at or above L_j and so completes every job by its deadline; both for the incumbent's
+    value and for the optimum's (the tightest hypothesis). L_j may exceed the optimum without j: it bounds
+    only the restrictions of such schedules."""
+    inst = small(seed, weighted)
+    w = oc.weights(inst)
+    opt = brute.solve(inst)
+    greedy = oc.greedy(inst, "t")
+    for upper_sched in (greedy[0], opt.schedule):
+        upper = replay(inst, upper_sched).objective * sum(w)
+        lower = class_bounds(inst, upper, upper_sched)
+        latest = od.latest(inst, upper, lower)
+        for sched in {id(s): s for s in (opt.schedule, upper_sched)}.values():
+            comp = completions(inst, sched)
+            jct = [w[k] * (comp[job.name] - job.arrival) for k, job in enumerate(inst.jobs)]
+            for j, job in enumerate(inst.jobs):
+                assert lower[j] <= sum(jct) - jct[j] + 1e-6 * upper
+                assert comp[job.name] <= latest[j] + 1e-6
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_restricted_node_exact_model_keeps_the_optimum(seed):
+    """Deadlines for the optimum's own value: options that cannot meet them dropped, e_j ≤ latest_j in the
+    model; the node-exact model keeps its optimum (no rounding loses it), below the brute-force one."""
+    inst = small(seed)
+    opt = brute.solve(inst)
+    upper = opt.objective * sum(oc.weights(inst))
+    latest = od.latest(inst, upper, class_bounds(inst, upper, opt.schedule))
+    mixed = oc.node_complete_options(inst)
+    opts = od.restrict(inst, mixed, latest)
+    assert opts is not None
+    res = {r for r in oc.capacities(inst) if r[0] in ("g", "n", "all")} | oc.binding_resources(inst, mixed)
+    bounds, unit = [], offline_cpsat._unit(inst, mixed)    # one time unit: the same rounding
+    for o, dl in ((mixed, None), (opts, latest)):
+        sol = offline_cpsat.build_and_solve(inst, o, res, time_limit=None, threads=1, seed=0, latest_end=dl,
+                                            unit=unit)
+        assert sol["status"] == "OPTIMAL"
+        bounds.append(offline_cpsat.bound_from_units(inst, sol["bound_units"], sol["unit"]))
+    assert bounds[1] == pytest.approx(bounds[0], rel=1e-9)
+    assert bounds[1] <= opt.objective * (1 + 1e-9)
+
+
+def test_restricting_drops_options_and_refuses_an_empty_job():
+    inst = small(0)
+    mixed = oc.node_complete_options(inst)
+    tight = {j: job.arrival + min(o.dur for o in mixed[j]) * 1.001 for j, job in enumerate(inst.jobs)}
+    kept = od.restrict(inst, mixed, tight)
+    assert kept is not None and sum(map(len, kept)) < sum(map(len, mixed))
+    assert all(job.arrival + o.dur <= tight[j] for j, job in enumerate(inst.jobs) for o in kept[j])
+    assert od.restrict(inst, mixed, {**tight, 1: inst.jobs[1].arrival}) is None
+
+
+def test_rest_bounds_stop_at_their_deadline_with_valid_bounds():
+    """Out of time at once: the starting bounds (every other job at its fastest option) come back."""
+    inst = small(3)
+    pm = oc.p_min(inst)
+    called = []
+    lower = od.rest_bounds(inst, 1e9, pm, lambda S, dl, t: called.append(S) or 0.0, deadline=0.0)
+    assert not called
+    assert lower == pytest.approx([sum(pm) - p for p in pm])
+
+
+@pytest.mark.parametrize("seed", (0, 3, 6))
+def test_the_large_path_with_deadlines_keeps_a_valid_bound(monkeypatch, seed):
+    """Force the large-instance path: the deadlines phase runs after the proven class model, its restricted
+    models' bounds stay below the brute-force optimum and the schedule is replayed."""
+    orig = oc.concrete_options
+    monkeypatch.setattr(oc, "concrete_options", lambda inst, full_limit=64: orig(inst, full_limit=0))
+    inst = small(seed)
+    opt = brute.solve(inst).objective
+    r = offline_cpsat.solve(inst, time_limit=20, threads=1, seed=0)
+    rep = replay(inst, r.claimed_schedule())
+    assert rep.valid and math.isclose(rep.objective, r.objective, rel_tol=1e-9)
+    assert r.lower_bound <= opt * (1 + 1e-9) and r.objective >= opt * (1 - 1e-9)
+    assert "deadlines" in [p["phase"] for p in r.params["phases"]]    # the class model left a gap here
+    d = r.params["deadlines"]
+    assert d["relaxations"] > 0 and d["options"][1] < d["options"][0]

@@ -1145,12 +1145,19 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
             latest, cap, mixed_opts, classes = dl, u_obj, m_r, c_r
             params["deadlines"]["options"] = [sum(map(len, mixed0)), sum(map(len, m_r))]
 
-    if (mixed_opts is not None and time_limit is not None and sol["status"] == "OPTIMAL" and gap_open(obj, lb)
-            and min(DEADLINE_SHARE * time_limit, 0.5 * left()) >= DEADLINE_S_PER_JOB * len(inst.jobs)):
-        lower = rest_bounds(inst, classes, res_cls, best, time_limit, left(), threads, seed, params)
-        restrict_to_incumbent()
-        _phase(params, "deadlines", {"status": "-"}, lb, best, t0)
-    if mixed_opts is not None and hybrid_rounds and sol["status"] == "OPTIMAL":
+    class_proven = sol["status"] == "OPTIMAL"
+
+    def compute_deadlines():
+        nonlocal lower
+        if (mixed_opts is not None and time_limit is not None and class_proven and gap_open(objective_of(best), lb)
+                and min(DEADLINE_SHARE * time_limit, 0.5 * left()) >= DEADLINE_S_PER_JOB * len(inst.jobs)):
+            lower = rest_bounds(inst, classes0, res_cls, best, time_limit, left(), threads, seed, params)
+            restrict_to_incumbent()
+            _phase(params, "deadlines", {"status": "-"}, lb, best, t0)
+
+    compute_deadlines()
+    # with deadlines the node-exact model gets the hybrid rounds' time: its bound passed theirs on the benchmark
+    if mixed_opts is not None and hybrid_rounds and sol["status"] == "OPTIMAL" and latest is None:
         # lazy variability: jobs whose relaxed class duration the decoded solution does not reach get
         # every single-node GPU set (hybrid model), re-solved while the model is solved to optimality
         cnt = [sum(o.alloc is not None for o in ol) for ol in mixed_opts]
@@ -1216,7 +1223,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
             if sol["status"] != "OPTIMAL" or sol["choice"] is None:
                 break
             cur_opts, cur_sol = hyb, sol
-    if use_ls and gap_open(obj, lb):
+    if use_ls and gap_open(obj, lb) and (ls_rest or latest is None):
         # without the node-exact model (too many options, or no class solution) local search takes the rest of
         # the time, not the restricted exact model: CP-SAT's presolve of that alone takes 2.4 s at 64 GPUs / 50 jobs
         # with PS, and it did not improve an incumbent in our runs (docs/oracle-offline.md, follow-up 18)

@@ -16,8 +16,8 @@ How L_j is computed (``lower_bound`` is the caller's relaxation, the class model
 :mod:`formulations.offline_cpsat`): first a partition bound (windows of consecutive arrivals W_1..W_m;
 L_j ≥ Σ_{i: j∉W_i} LB(W_i) + LB(W_{i(j)} ∖ {j}), the partition law of :mod:`oracle.blocks`), then
 rounds over the jobs in Gauss-Seidel order (each new deadline is used by the next relaxations at once),
-relaxing J ∖ {j} with the others' deadlines, until a round gains under ``MIN_GAIN`` of the total
-slack. Each tighter deadline makes the next relaxations easier: on the 30-job benchmark a class model of
+relaxing J ∖ {j} with the others' deadlines, for ``MAX_ROUNDS`` rounds or until one gains under
+``MIN_GAIN`` of the total slack. Each tighter deadline makes the next relaxations easier: on the 30-job benchmark a class model of
 29 jobs takes 1-3 s (often unproven in 1 s) without deadlines and 0.1-0.3 s with them, and the node-exact
 model with the deadlines proves seed 3 in 25-29 s (82-104 s without; docs/oracle-offline.md, follow-up 30).
 """
@@ -31,7 +31,9 @@ from jctlab.model import Instance
 
 WINDOW = 15        # jobs per window of the partition bound (measured on the 30-job benchmark: 6, 10, 15)
 SUB_LIMIT = 1.0    # s at most per relaxation of a job set
-MIN_GAIN = 0.01    # stop when a round tightens the total slack by less than this share
+MAX_ROUNDS = 1     # rounds over the jobs after the partition pass (a second one gained 0.1-0.25 % of the
+#                    total slack on the benchmark's seeds 1 and 3, for 3-4 s)
+MIN_GAIN = 0.01    # ... and none after one that tightens the total slack by less than this share
 SLACK_RTOL = 1e-6  # of U, added to every deadline (rounding of the relaxations' bounds)
 
 # (jobs, their latest completions so far, time limit) -> a lower bound on Σ_{k ∈ jobs} w_k (C_k − a_k)
@@ -40,17 +42,20 @@ LowerBound = Callable[[list[int], dict[int, float], float], float]
 
 def rest_bounds(inst: Instance, upper: float, job_lb: Sequence[float], lower_bound: LowerBound, *,
                 deadline: float | None, window: int = WINDOW, sub_limit: float = SUB_LIMIT,
-                min_gain: float = MIN_GAIN, stats: dict | None = None) -> list[float]:
+                min_gain: float = MIN_GAIN, start: Sequence[float] | None = None, max_rounds: int | None = MAX_ROUNDS,
+                stats: dict | None = None) -> list[float]:
     """L_j for every job j: lower bounds on Σ_{k≠j} w_k (C_k − a_k) over the schedules of J ∖ {j} that some
     schedule of value ≤ ``upper`` restricts to (see the module law); :func:`latest` turns them into deadlines
     for ``upper`` or any smaller value (a better incumbent found later).
 
-    ``job_lb[k]``: a lower bound on w_k (C_k − a_k) alone (its fastest option), the starting L_j. Stops at
+    ``job_lb[k]``: a lower bound on w_k (C_k − a_k) alone (its fastest option), the starting L_j unless
+    ``start`` gives earlier L_j (computed for a value ≥ ``upper``: they stay valid; no partition pass then);
+    ``max_rounds`` caps the rounds. Stops at
     ``deadline`` (perf_counter seconds) with what it has: every intermediate result is valid. ``stats``
     (optional) receives the rounds and the relaxations solved."""
     n = len(inst.jobs)
     total = sum(job_lb)
-    lower = [total - job_lb[j] for j in range(n)]
+    lower = list(start) if start is not None else [total - job_lb[j] for j in range(n)]
     dl = latest(inst, upper, lower)
     calls = 0
 
@@ -75,7 +80,7 @@ def rest_bounds(inst: Instance, upper: float, job_lb: Sequence[float], lower_bou
 
     rounds = 0
     order = sorted(range(n), key=lambda j: (inst.jobs[j].arrival, j))
-    if 1 < window < n:
+    if start is None and 1 < window < n:
         wins = [order[i:i + window] for i in range(0, n, window)]
         lbs = [bound(W) for W in wins]
         if all(b is not None for b in lbs):
@@ -86,7 +91,7 @@ def rest_bounds(inst: Instance, upper: float, job_lb: Sequence[float], lower_bou
                     if rest is None:
                         break
                     tighten(j, part - b + rest)
-    while time_left() > 0.05:
+    while time_left() > 0.05 and (max_rounds is None or rounds < max_rounds):
         before = slack()
         for j in order:
             b = bound([k for k in order if k != j])

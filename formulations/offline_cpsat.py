@@ -993,7 +993,9 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     time (:func:`refine_levels`); once the class model is proven, with enough time (``DEADLINE_SHARE`` of the
     limit, at least ``DEADLINE_S_PER_JOB`` per job), objective-driven deadlines (:func:`rest_bounds`,
     :mod:`formulations.offline_deadlines`): the later models keep only options and completions that a schedule
-    at least as good as the incumbent can have, and their bounds are capped at it; lazy-variability hybrid rounds (at most ``hybrid_rounds``, each ``hybrid_share`` of what is left,
+    at least as good as the incumbent can have, and their bounds are capped at it (the hybrid rounds and the
+    second local search are then skipped); lazy-variability hybrid rounds (at most ``hybrid_rounds``, each
+    ``hybrid_share`` of what is left,
     none started after ``hybrid_stop`` of the limit, ≤ ``hybrid_add`` new options a round;
     ``hybrid_per_node``: a cheater becomes exact only on the node the model put it on,
     :func:`offline_candidates.hybrid_node_options`); local search again; LNS in the exact option
@@ -1145,17 +1147,11 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
             latest, cap, mixed_opts, classes = dl, u_obj, m_r, c_r
             params["deadlines"]["options"] = [sum(map(len, mixed0)), sum(map(len, m_r))]
 
-    class_proven = sol["status"] == "OPTIMAL"
-
-    def compute_deadlines():
-        nonlocal lower
-        if (mixed_opts is not None and time_limit is not None and class_proven and gap_open(objective_of(best), lb)
-                and min(DEADLINE_SHARE * time_limit, 0.5 * left()) >= DEADLINE_S_PER_JOB * len(inst.jobs)):
-            lower = rest_bounds(inst, classes0, res_cls, best, time_limit, left(), threads, seed, params)
-            restrict_to_incumbent()
-            _phase(params, "deadlines", {"status": "-"}, lb, best, t0)
-
-    compute_deadlines()
+    if (mixed_opts is not None and time_limit is not None and sol["status"] == "OPTIMAL" and gap_open(obj, lb)
+            and min(DEADLINE_SHARE * time_limit, 0.5 * left()) >= DEADLINE_S_PER_JOB * len(inst.jobs)):
+        lower = rest_bounds(inst, classes, res_cls, best, time_limit, left(), threads, seed, params)
+        restrict_to_incumbent()
+        _phase(params, "deadlines", {"status": "-"}, lb, best, t0)
     # with deadlines the node-exact model gets the hybrid rounds' time: its bound passed theirs on the benchmark
     if mixed_opts is not None and hybrid_rounds and sol["status"] == "OPTIMAL" and latest is None:
         # lazy variability: jobs whose relaxed class duration the decoded solution does not reach get

@@ -17,9 +17,10 @@ How L_j is computed (``lower_bound`` is the caller's relaxation, the class model
 L_j ≥ Σ_{i: j∉W_i} LB(W_i) + LB(W_{i(j)} ∖ {j}), the partition law of :mod:`oracle.blocks`), then
 rounds over the jobs in Gauss-Seidel order (each new deadline is used by the next relaxations at once),
 relaxing J ∖ {j} with the others' deadlines, for ``MAX_ROUNDS`` rounds or until one gains under
-``MIN_GAIN`` of the total slack. Each tighter deadline makes the next relaxations easier: on the 30-job benchmark a class model of
-29 jobs takes 1-3 s (often unproven in 1 s) without deadlines and 0.1-0.3 s with them, and the node-exact
-model with the deadlines proves seed 3 in 25-29 s (82-104 s without; docs/oracle-offline.md, follow-up 30).
+``MIN_GAIN`` of the total slack. Each tighter deadline makes the next relaxations easier: on the 30-job
+benchmark a class model of 29 jobs takes 1-3 s (often unproven in 1 s) without deadlines and 0.1-0.3 s with
+them, and the node-exact model with the deadlines proves seed 3 in 25-29 s (82-104 s without;
+docs/oracle-offline.md, follow-up 30).
 """
 
 from __future__ import annotations

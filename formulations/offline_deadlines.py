@@ -30,6 +30,8 @@ from typing import Callable, Sequence
 
 from jctlab.model import Instance
 
+from .offline_candidates import weights
+
 WINDOW = 15        # jobs per window of the partition bound (measured on the 30-job benchmark: 6, 10, 15)
 SUB_LIMIT = 1.0    # s at most per relaxation of a job set
 MAX_ROUNDS = 1     # rounds over the jobs after the partition pass (a second one gained 0.1-0.25 % of the
@@ -110,7 +112,7 @@ def rest_bounds(inst: Instance, upper: float, job_lb: Sequence[float], lower_bou
 def latest(inst: Instance, upper: float, lower: Sequence[float], jobs: Sequence[int] | None = None) -> dict[int, float]:
     """Latest completion of each job (all, or ``jobs``) in any schedule of value ≤ ``upper``, from the lower
     bounds L_j of :func:`rest_bounds` (computed for ``upper`` or a larger value)."""
-    w = [1.0 if inst.objective != "weighted_jct" else j.weight for j in inst.jobs]
+    w = weights(inst)
     pad = SLACK_RTOL * abs(upper)
     return {j: inst.jobs[j].arrival + (upper - lower[j] + pad) / w[j]
             for j in (range(len(inst.jobs)) if jobs is None else jobs)}

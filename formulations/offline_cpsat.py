@@ -1133,18 +1133,18 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     obj = best[1].objective if best[1] is not None else math.inf
     # objective-driven deadlines: every schedule at least as good as the incumbent completes each job j by
     # a_j + (U − L_j)/w_j; the later models keep only such schedules and their bounds are capped at U
-    classes0, mixed0, lower = classes, mixed_opts, None
+    mixed0, lower = mixed_opts, None
     latest, cap = None, math.inf
 
     def restrict_to_incumbent():
-        nonlocal latest, cap, mixed_opts, classes
+        nonlocal latest, cap, mixed_opts
         if lower is None:
             return
         u_obj = objective_of(best)
         dl = offline_deadlines.latest(inst, u_obj * sum(oc.weights(inst)), lower)
-        m_r, c_r = (offline_deadlines.restrict(inst, x, dl) for x in (mixed0, classes0))
-        if m_r is not None and c_r is not None:
-            latest, cap, mixed_opts, classes = dl, u_obj, m_r, c_r
+        m_r = offline_deadlines.restrict(inst, mixed0, dl)
+        if m_r is not None:
+            latest, cap, mixed_opts = dl, u_obj, m_r
             params["deadlines"]["options"] = [sum(map(len, mixed0)), sum(map(len, m_r))]
 
     if (mixed_opts is not None and time_limit is not None and sol["status"] == "OPTIMAL" and gap_open(obj, lb)
@@ -1164,7 +1164,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
             for o in ol:
                 if o.alloc is not None:
                     cnt_v[(j, oc._single_node(o.alloc))] = cnt_v.get((j, oc._single_node(o.alloc)), 0) + 1
-        cur_opts, cur_sol = classes0, sol
+        cur_opts, cur_sol = classes, sol
         for rnd in range(hybrid_rounds):
             if not gap_open(obj, lb) or (left() is not None and left() < 0.5):
                 break
@@ -1202,9 +1202,8 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
             if t_h is not None and t_h < 0.5:
                 break
             sol = build_and_solve(inst, hyb, res_all, time_limit=t_h, threads=threads, seed=seed,
-                                  hint=hint_assignment(inst, hyb, best[0]), sat_params=loaded, twins=TWINS,
-                                  latest_end=latest)
-            lb = max(lb, min(cap, bound_from_units(inst, sol["bound_units"], sol["unit"])))
+                                  hint=hint_assignment(inst, hyb, best[0]), sat_params=loaded, twins=TWINS)
+            lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
             if sol["choice"] is not None:
                 best = better(best, decode(inst, hyb, sol, SOLVER, end))
                 best = exact_decode(best, hyb, sol)

@@ -45,20 +45,18 @@ LowerBound = Callable[[list[int], dict[int, float], float], float]
 
 def rest_bounds(inst: Instance, upper: float, job_lb: Sequence[float], lower_bound: LowerBound, *,
                 deadline: float | None, window: int = WINDOW, sub_limit: float = SUB_LIMIT,
-                min_gain: float = MIN_GAIN, start: Sequence[float] | None = None, max_rounds: int | None = MAX_ROUNDS,
+                min_gain: float = MIN_GAIN, max_rounds: int | None = MAX_ROUNDS,
                 stats: dict | None = None) -> list[float]:
     """L_j for every job j: lower bounds on Σ_{k≠j} w_k (C_k − a_k) over the schedules of J ∖ {j} that some
     schedule of value ≤ ``upper`` restricts to (see the module law); :func:`latest` turns them into deadlines
     for ``upper`` or any smaller value (a better incumbent found later).
 
-    ``job_lb[k]``: a lower bound on w_k (C_k − a_k) alone (its fastest option), the starting L_j unless
-    ``start`` gives earlier L_j (computed for a value ≥ ``upper``: they stay valid; no partition pass then);
-    ``max_rounds`` caps the rounds. Stops at
-    ``deadline`` (perf_counter seconds) with what it has: every intermediate result is valid. ``stats``
+    ``job_lb[k]``: a lower bound on w_k (C_k − a_k) alone (its fastest option), the starting L_j;
+    ``max_rounds`` caps the rounds. Stops at ``deadline`` (perf_counter seconds) with what it has: every intermediate result is valid. ``stats``
     (optional) receives the rounds and the relaxations solved."""
     n = len(inst.jobs)
     total = sum(job_lb)
-    lower = list(start) if start is not None else [total - job_lb[j] for j in range(n)]
+    lower = [total - job_lb[j] for j in range(n)]
     dl = latest(inst, upper, lower)
     calls = 0
 
@@ -83,7 +81,7 @@ def rest_bounds(inst: Instance, upper: float, job_lb: Sequence[float], lower_bou
 
     rounds = 0
     order = sorted(range(n), key=lambda j: (inst.jobs[j].arrival, j))
-    if start is None and 1 < window < n:
+    if 1 < window < n:
         wins = [order[i:i + window] for i in range(0, n, window)]
         lbs = [bound(W) for W in wins]
         if all(b is not None for b in lbs):

@@ -48,6 +48,7 @@ from jctlab.speed import duration
 
 from . import offline_candidates as oc
 from . import offline_deadlines
+from . import offline_rates
 from . import offline_symmetry
 from . import time_indexed_bound
 from .common import GAP_TOL, checked_bound
@@ -57,6 +58,11 @@ SOLVER = "cpsat"
 #: for every model: probing cost seconds of presolve (follow-up 5); presolve's symmetry fixing is not
 #: interruptible and took 10-14 s on node-exact models of identical GPUs with PS options (4-s limits; follow-up 16)
 SAT_PARAMS: dict = {"cp_model_probing_level": 0, "symmetry_level": 0}
+#: rate bands (follow-up 31): at most this many node-exact models with rate bands after a proven one (0: none),
+#: none after this many in a row that raised neither the bound nor the incumbent, none with less time left (s)
+RATE_ROUNDS = 12
+RATE_PATIENCE = 3
+RATE_MIN_S = 0.5
 LP_SHARE = 0.4     # of the time left: time-indexed LP bound after an unproven class model
 PRE_SHARE = 0.15   # of the limit, at most: the preemptive LP (its refinements stop within it)
 EXACT_SHARE = 0.6   # of the limit (after local search): the exact model; then, if unproven, ...
@@ -118,7 +124,7 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
                     hint: dict | None = None, unit: float | None = None, spread_counts: bool = False,
                     set_cumulatives: bool = True, hint_patterns: dict | None = None,
                     sat_params: dict | None = None, aggregate: bool = True, semi_active: bool = True,
-                    twins: bool = False, latest_end: dict | None = None):
+                    twins: bool = False, latest_end: dict | None = None, hint_rates: dict | None = None):
     """Solve the option model. Returns dict(status, bound (objective units), choice, start, patterns, twins).
 
     ``twins``: identical nodes are ordered by their first job and the hint is mirrored to match
@@ -154,6 +160,9 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
     up: model times are rounded down); the model then holds only the schedules at least as good as the
     incumbent the deadlines came from, and its bound must be capped at that incumbent's objective.
 
+    Jobs with rate bands (:func:`offline_rates.banded`) get their rate capacities (a relaxation still);
+    ``hint_rates``: their hinted rate sums per node (:func:`offline_rates.hint_rates`).
+
     ``time_limit`` covers building the model too (CP-SAT gets what is left of it).
     """
     t_build = time.perf_counter()
@@ -169,6 +178,7 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
     durs: list = []            # j → (duration variable, option durations in units)
     aggregated: list = []      # (y or z literal, j, options that set it) of the aggregated sets
     per_res: dict = {}
+    held: list = []            # (interval, job, {node: GPU ids or count}) for the rate capacities
     for j, ol in enumerate(opts):
         rel = math.floor(inst.jobs[j].arrival / u)
         dd = [math.floor(o.dur / u) for o in ol]
@@ -206,6 +216,7 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
                         dem[("set", T)] = tv
             for r, v in dem.items():
                 per_res.setdefault(r, []).append((iv, v, j))
+            held.append((iv, j, _held_on_nodes(o, dem)))
         # aggregated single-node sets: y = "the chosen set holds GPU g", z = "it is size n on node v"
         for g, ks in on_gpu.items():
             if ("g", g) not in resources:
@@ -213,7 +224,9 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
             y = m.NewBoolVar(f"y{j}_{g}")
             m.Add(y == sum(x[k] for k in ks))
             aggregated.append((y, j, set(ks)))
-            per_res.setdefault(("g", g), []).append((m.NewOptionalIntervalVar(s, d, e, y, f"ig{j}_{g}"), 1, j))
+            ivg = m.NewOptionalIntervalVar(s, d, e, y, f"ig{j}_{g}")
+            per_res.setdefault(("g", g), []).append((ivg, 1, j))
+            held.append((ivg, j, {g.split(":", 1)[0]: (g,)}))
         for (v, n), ks in on_node.items():
             z = m.NewBoolVar(f"z{j}_{v}_{n}")
             m.Add(z == sum(x[k] for k in ks))
@@ -226,6 +239,9 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
         ends.append(e)
         xs.append(x)
         durs.append((d, dd))
+    rate_sig = {j: offline_rates.add_rate_capacity(m, inst, opts, j, m.NewIntervalVar(starts[j], durs[j][0], ends[j],
+                                                                                       f"iw{j}"), xs[j], held)
+                for j, ol in enumerate(opts) if any(offline_rates.need(o) is not None for o in ol)}
     for r, items in per_res.items():
         if len({j for _, _, j in items}) < 2:
             continue
@@ -278,6 +294,10 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
         for kk in range(len(xs[j])):
             for v, var in counts.get((j, kk), {}).items():
                 m.AddHint(var, pat.get(v, 0) if (kk == k and pat) else 0)
+    for j, sig in rate_sig.items():      # hinted spread jobs: their rate sums per node
+        k = (hint or {}).get(j, (None,))[0]
+        for v, var in sig.items():
+            m.AddHint(var, (hint_rates or {}).get(j, {}).get(v, 0) if k is not None and opts[j][k].cls else 0)
     full = complete_hint(inst, hint, u, H, [dd for _, dd in durs])
     if full is not None:
         # every variable hinted: CP-SAT takes the incumbent as its first solution at once (an incomplete
@@ -334,6 +354,17 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
     else:
         out["bound_units"] = solver.BestObjectiveBound()
     return out
+
+
+def _held_on_nodes(o: oc.Option, dem: dict) -> dict:
+    """{node: GPU ids} of a concrete option, else {node: GPU count} from its demands."""
+    if o.alloc is not None:
+        out: dict = {}
+        for g in o.alloc.gpus:
+            v = g.split(":", 1)[0]
+            out[v] = out.get(v, ()) + (g,)
+        return out
+    return {r[1]: int(v) for r, v in dem.items() if r[0] == "n" and isinstance(v, (int, float)) and v >= 1}
 
 
 def complete_hint(inst: Instance, hint: dict | None, u: float, H: int, dds: list) -> dict | None:
@@ -501,7 +532,9 @@ def hint_assignment(inst: Instance, opts, sched: Schedule | None) -> dict | None
                 k = kk
                 break
             if o.cls is not None and len(o.cls) > 3:      # group pattern: same GPU count per node group
-                if _pattern_of(seg.alloc, o.cls) == o.cls[3]:
+                need = offline_rates.need(o)               # ... and, for a rate band, its rate sum in the band
+                if _pattern_of(seg.alloc, o.cls) == o.cls[3] and (
+                        need is None or need <= offline_rates.scaled_rate(inst, j, seg.alloc)):
                     k = kk
                     break
                 continue
@@ -547,6 +580,43 @@ def _same_class(cls: tuple, c: tuple) -> bool:
     if cls[0] == "spread" and c[0] == "spread" and cls[1] == c[1]:
         return len(cls) == 2 or tuple(sorted(cls[2])) == c[2]
     return False
+
+
+def rate_rounds(inst: Instance, opts, res, sol, best, lb: float, cap: float, latest, time_limit, left, end,
+                threads: int, seed: int, params: dict, t0: float):
+    """Rate bands (:mod:`formulations.offline_rates`) for a proven node-exact model whose bound leaves a gap:
+    the spread patterns split at the rate sums that cut its solution off (the incumbent's, the relaxed jobs'
+    GPUs around the concrete sets, the middle of each chosen band), solved again with the incumbent hinted,
+    while each model is proven, the gap open and time left (the same deadlines: bounds capped at ``cap``).
+    Each model is a relaxation, so every bound holds; returns (best, lb)."""
+    ths: dict = {}
+    cur = opts
+    stats = params["rate_bands"] = {"rounds": 0, "proven": 0}
+    stale = 0         # rounds in a row that raised neither bound nor incumbent
+    while (sol["status"] == "OPTIMAL" and gap_open(objective_of(best), lb) and stats["rounds"] < RATE_ROUNDS
+           and stale < RATE_PATIENCE and (left() is None or left() > RATE_MIN_S)):
+        pinned = pin_gpus(inst, cur, sol, keep_concrete=True, wall=None if left() is None else left())
+        new = offline_rates.next_thresholds(inst, cur, sol, [best[0]], pinned)
+        merged = {j: ths.get(j, set()) | new.get(j, set()) for j in set(ths) | set(new)}
+        if merged == ths:
+            break
+        ths = merged
+        cur = offline_rates.banded(inst, opts, ths)
+        sol = build_and_solve(inst, cur, res, time_limit=last_model_time(time_limit, left()), threads=threads,
+                              seed=seed, hint=hint_assignment(inst, cur, best[0]),
+                              hint_patterns=hint_patterns(inst, best[0]), sat_params=exact_params(threads),
+                              twins=TWINS, latest_end=latest, hint_rates=offline_rates.hint_rates(inst, best[0]))
+        before = (lb, objective_of(best))
+        lb = max(lb, min(cap, bound_from_units(inst, sol["bound_units"], sol["unit"])))
+        if sol["choice"] is not None:
+            best = better(best, decode(inst, cur, sol, SOLVER, end))
+        gain = lb - before[0] + before[1] - objective_of(best)
+        stale = 0 if gain > OPT_RTOL * lb else stale + 1
+        stats["rounds"] += 1
+        stats["proven"] += sol["status"] == "OPTIMAL"
+        stats["thresholds"] = sum(map(len, ths.values()))
+        _phase(params, "rate-bands", sol, lb, best, t0)
+    return best, lb
 
 
 def last_model_time(time_limit: float | None, left: float | None) -> float | None:
@@ -1000,12 +1070,13 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     ``hybrid_per_node``: a cheater becomes exact only on the node the model put it on,
     :func:`offline_candidates.hybrid_node_options`); local search again; LNS in the exact option
     model (``lns_share`` of what is left); node-exact model for the rest (without one, too many options:
-    local search for the rest, or where it does not apply the exact model over restricted options). The
-    node assignments of the
+    local search for the rest, or where it does not apply the exact model over restricted options); once it
+    is proven with a gap left, rate rounds (:func:`rate_rounds`, :mod:`formulations.offline_rates`) while time
+    is left. The node assignments of the
     class solution, of each hybrid solution and of the incumbent before the node-exact phase are also
     decoded exactly per node (:func:`node_decode`, ``node_decode_share`` of the limit each). The bound
-    is the max of the proven bounds of the class, hybrid and node-exact models, the preemptive LP and the per-job
-    bound (all relaxations); incumbents are re-timed and replayed. ``Result.params["phases"]``
+    is the max of the proven bounds of the class, hybrid, node-exact and banded models, the preemptive LP and
+    the per-job bound (all relaxations); incumbents are re-timed and replayed. ``Result.params["phases"]``
     lists per phase the CP-SAT status, bound, best objective and elapsed time.
     """
     from ortools import __version__ as ver
@@ -1252,6 +1323,9 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
             best = better(best, decode(inst, mixed, sol, SOLVER, end))
         params["model"] = "relaxed+node-exact"
         _phase(params, "node-exact", sol, lb, best, t0)
+        if RATE_ROUNDS:
+            best, lb = rate_rounds(inst, mixed, res_all, sol, best, lb, cap, latest, time_limit, left, end, threads,
+                                   seed, params, t0)
         return finish(inst, best, lb, t0, SOLVER, ver, params)
     # ... otherwise, where local search does not apply (interference), the exact model over a restricted
     # concrete space for a better incumbent

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 import pytest
@@ -45,3 +46,26 @@ def tiny() -> Instance:
 @pytest.fixture
 def tiny_d() -> dict[str, Any]:
     return copy.deepcopy(tiny_dict())
+
+
+@pytest.fixture
+def large_path(monkeypatch):
+    """``offline_cpsat.solve`` forced onto its large-instance path (no complete option enumeration), as a
+    function of a tiny instance that checks the result against brute force: the schedule replays with the
+    claimed objective, and bound ≤ optimum ≤ objective. Returns the result."""
+    from formulations import brute, offline_cpsat
+    from formulations import offline_candidates as oc
+    from jctlab.replay import replay
+
+    orig = oc.concrete_options
+    monkeypatch.setattr(oc, "concrete_options", lambda inst, full_limit=64: orig(inst, full_limit=0))
+
+    def run(inst):
+        opt = brute.solve(inst).objective
+        r = offline_cpsat.solve(inst, time_limit=20, threads=1, seed=0)
+        rep = replay(inst, r.claimed_schedule())
+        assert rep.valid and math.isclose(rep.objective, r.objective, rel_tol=1e-9)
+        assert r.lower_bound <= opt * (1 + 1e-9) and r.objective >= opt * (1 - 1e-9)
+        return r
+
+    return run

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import pytest
@@ -104,17 +103,10 @@ def test_rest_bounds_stop_at_their_deadline_with_valid_bounds():
 
 
 @pytest.mark.parametrize("seed", (0, 3, 6))
-def test_the_large_path_with_deadlines_keeps_a_valid_bound(monkeypatch, seed):
+def test_the_large_path_with_deadlines_keeps_a_valid_bound(large_path, seed):
     """Force the large-instance path: the deadlines phase runs after the proven class model, its restricted
     models' bounds stay below the brute-force optimum and the schedule is replayed."""
-    orig = oc.concrete_options
-    monkeypatch.setattr(oc, "concrete_options", lambda inst, full_limit=64: orig(inst, full_limit=0))
-    inst = small(seed)
-    opt = brute.solve(inst).objective
-    r = offline_cpsat.solve(inst, time_limit=20, threads=1, seed=0)
-    rep = replay(inst, r.claimed_schedule())
-    assert rep.valid and math.isclose(rep.objective, r.objective, rel_tol=1e-9)
-    assert r.lower_bound <= opt * (1 + 1e-9) and r.objective >= opt * (1 - 1e-9)
+    r = large_path(small(seed))
     assert "deadlines" in [p["phase"] for p in r.params["phases"]]    # the class model left a gap here
     d = r.params["deadlines"]
     assert d["relaxations"] > 0 and d["options"][1] < d["options"][0]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import random
 
 import pytest
@@ -12,7 +11,6 @@ from formulations import offline_candidates as oc
 from formulations import offline_rates as ora
 from jctlab.generators import offline_instance
 from jctlab.model import Instance
-from jctlab.replay import replay
 
 
 def node_exact(inst, opts, hint=None):
@@ -85,17 +83,10 @@ def test_rate_bands_keep_a_valid_bound_and_only_tighten(seed):
 
 
 @pytest.mark.parametrize("seed", (0, 5, 7))
-def test_the_pipeline_runs_rate_rounds_with_a_valid_bound(monkeypatch, seed):
+def test_the_pipeline_runs_rate_rounds_with_a_valid_bound(large_path, seed):
     """The large-instance path (forced): after the node-exact model the rate rounds run where it leaves a
     gap; the result replays with its objective and its bound stays below the brute-force optimum."""
-    orig = oc.concrete_options
-    monkeypatch.setattr(oc, "concrete_options", lambda inst, full_limit=64: orig(inst, full_limit=0))
-    inst = small(seed)
-    opt = brute.solve(inst).objective
-    r = offline_cpsat.solve(inst, time_limit=20, threads=1, seed=0)
-    rep = replay(inst, r.claimed_schedule())
-    assert rep.valid and math.isclose(rep.objective, r.objective, rel_tol=1e-9)
-    assert r.lower_bound <= opt * (1 + 1e-9) and r.objective >= opt * (1 - 1e-9)
+    r = large_path(small(seed))
     if r.status != "optimal":                                    # seeds 5 and 7: a gap after the node-exact model
         rb = r.params["rate_bands"]
         assert 1 <= rb["rounds"] <= offline_cpsat.RATE_ROUNDS and rb["thresholds"] >= 1

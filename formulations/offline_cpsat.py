@@ -178,7 +178,8 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
     durs: list = []            # j → (duration variable, option durations in units)
     aggregated: list = []      # (y or z literal, j, options that set it) of the aggregated sets
     per_res: dict = {}
-    held: list = []            # (interval, job, {node: GPU ids or count}) for the rate capacities
+    banded = {j for j, ol in enumerate(opts) if any(offline_rates.need(o) is not None for o in ol)}
+    held: list = []            # (interval, job, {node: GPU ids or count}) for their rate capacities
     for j, ol in enumerate(opts):
         rel = math.floor(inst.jobs[j].arrival / u)
         dd = [math.floor(o.dur / u) for o in ol]
@@ -216,7 +217,8 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
                         dem[("set", T)] = tv
             for r, v in dem.items():
                 per_res.setdefault(r, []).append((iv, v, j))
-            held.append((iv, j, _held_on_nodes(o, dem)))
+            if banded:
+                held.append((iv, j, _held_on_nodes(o, dem)))
         # aggregated single-node sets: y = "the chosen set holds GPU g", z = "it is size n on node v"
         for g, ks in on_gpu.items():
             if ("g", g) not in resources:
@@ -226,7 +228,8 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
             aggregated.append((y, j, set(ks)))
             ivg = m.NewOptionalIntervalVar(s, d, e, y, f"ig{j}_{g}")
             per_res.setdefault(("g", g), []).append((ivg, 1, j))
-            held.append((ivg, j, {g.split(":", 1)[0]: (g,)}))
+            if banded:
+                held.append((ivg, j, {g.split(":", 1)[0]: (g,)}))
         for (v, n), ks in on_node.items():
             z = m.NewBoolVar(f"z{j}_{v}_{n}")
             m.Add(z == sum(x[k] for k in ks))
@@ -241,7 +244,7 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
         durs.append((d, dd))
     rate_sig = {j: offline_rates.add_rate_capacity(m, inst, opts, j, m.NewIntervalVar(starts[j], durs[j][0], ends[j],
                                                                                        f"iw{j}"), xs[j], held)
-                for j, ol in enumerate(opts) if any(offline_rates.need(o) is not None for o in ol)}
+                for j in sorted(banded)}
     for r, items in per_res.items():
         if len({j for _, _, j in items}) < 2:
             continue

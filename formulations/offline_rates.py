@@ -73,16 +73,39 @@ def rate_lb(inst: Instance, j: int, n: int, sigma: float) -> float:
     return job.iterations * step * cl.locality_penalty / oc.max_speedup(job)
 
 
+def rate_sum(inst: Instance, j: int, gpus) -> float:
+    """Job j's rate sum (samples/s) on a set of GPU ids."""
+    w = weights(inst, j)
+    return sum(w[g] for g in gpus)
+
+
+def _spread(alloc) -> bool:
+    return oc._single_node(alloc) is None
+
+
+def _spread_segments(inst: Instance, sched: Schedule | None):
+    """(job, allocation) of every segment of ``sched`` spread over several nodes."""
+    for seg in (sched.segments if sched is not None else ()):
+        j = inst.index.get(seg.job)
+        if j is not None and _spread(seg.alloc):
+            yield j, seg.alloc
+
+
 def spread_rates(inst: Instance, sched: Schedule | None) -> dict:
     """{job: rate sums (samples/s) of its spread allocations} in ``sched``."""
     out: dict = {}
-    for seg in (sched.segments if sched is not None else ()):
-        j = inst.index.get(seg.job)
-        if j is None or len({g.split(":", 1)[0] for g in seg.alloc.gpus}) < 2:
-            continue
-        w = weights(inst, j)
-        out.setdefault(j, set()).add(sum(w[g] for g in seg.alloc.gpus))
+    for j, alloc in _spread_segments(inst, sched):
+        out.setdefault(j, set()).add(rate_sum(inst, j, alloc.gpus))
     return out
+
+
+def _top(w: dict, gpus, c: int) -> float:
+    """The sum of the c largest weights of ``gpus``."""
+    return sum(sorted((w[g] for g in gpus), reverse=True)[:c])
+
+
+def _gpus_of(inst: Instance, nodes) -> list:
+    return [g.id for nd in inst.cluster.nodes if nd.name in nodes for g in nd.gpus]
 
 
 def banded(inst: Instance, opts, thresholds: dict) -> list:
@@ -111,8 +134,7 @@ def banded(inst: Instance, opts, thresholds: dict) -> list:
 def pattern_top(inst: Instance, o: oc.Option) -> float:
     """The largest rate sum of a spread pattern: the best c_g GPUs of each group."""
     w = weights(inst, o.job)
-    return sum(sum(sorted((w[g.id] for nd in inst.cluster.nodes if nd.name in grp for g in nd.gpus),
-                          reverse=True)[:c]) for grp, c in o.cls[3])
+    return sum(_top(w, _gpus_of(inst, grp), c) for grp, c in o.cls[3])
 
 
 def next_thresholds(inst: Instance, opts, sol, scheds, pinned: dict) -> dict:
@@ -126,9 +148,8 @@ def next_thresholds(inst: Instance, opts, sol, scheds, pinned: dict) -> dict:
         for j, rs in spread_rates(inst, sched).items():
             out.setdefault(j, set()).update(rs)
     for j, o in pinned.items():
-        if o.alloc is not None and len({g.split(":", 1)[0] for g in o.alloc.gpus}) > 1:
-            w = weights(inst, j)
-            out.setdefault(j, set()).add(sum(w[g] for g in o.alloc.gpus))
+        if o.alloc is not None and _spread(o.alloc):
+            out.setdefault(j, set()).add(rate_sum(inst, j, o.alloc.gpus))
     for j, k in enumerate(sol["choice"]):
         o = opts[j][k]
         if not _is_pattern(o) or not eligible(inst, j) or (len(o.cls) <= 5 and out.get(j)):
@@ -149,8 +170,8 @@ def add_rate_capacity(m: cp_model.CpModel, inst: Instance, opts, j: int, interva
     by_node = {nd.name: [g.id for g in nd.gpus] for nd in cl.nodes}
     low = {v: sorted(w[g] for g in gs) for v, gs in by_node.items()}
     nmax = max(o.cls[1] for o in opts[j] if _is_pattern(o))
-    sig = {v: m.NewIntVar(0, math.ceil(SCALE * sum(sorted((w[g] for g in gs), reverse=True)[:nmax - 1])),
-                          f"sig{j}_{v}") for v, gs in by_node.items() if any(w[g] > 0 for g in gs)}
+    sig = {v: m.NewIntVar(0, math.ceil(SCALE * _top(w, gs, nmax - 1)), f"sig{j}_{v}")
+           for v, gs in by_node.items() if any(w[g] > 0 for g in gs)}
     for o, xk in zip(opts[j], x):
         if not _is_pattern(o):
             for var in sig.values():
@@ -160,9 +181,9 @@ def add_rate_capacity(m: cp_model.CpModel, inst: Instance, opts, j: int, interva
             if v not in o.cls[2]:
                 m.Add(var == 0).OnlyEnforceIf(xk)
         for grp, c in o.cls[3]:
-            best = sorted((w[g] for v in grp for g in by_node[v]), reverse=True)[:c]
             # each node's σ̃ is rounded up on its own: + one unit per node of the group
-            m.Add(sum(sig[v] for v in grp if v in sig) <= math.ceil(SCALE * sum(best)) + len(grp)).OnlyEnforceIf(xk)
+            best = math.ceil(SCALE * _top(w, _gpus_of(inst, grp), c)) + len(grp)
+            m.Add(sum(sig[v] for v in grp if v in sig) <= best).OnlyEnforceIf(xk)
         if need(o):
             m.Add(sum(sig.values()) >= need(o)).OnlyEnforceIf(xk)
     for v, var in sig.items():
@@ -183,19 +204,14 @@ def add_rate_capacity(m: cp_model.CpModel, inst: Instance, opts, j: int, interva
 
 def scaled_rate(inst: Instance, j: int, alloc) -> int:
     """An allocation's rate sum for job j, scaled and rounded up (what a band's need is compared with)."""
-    w = weights(inst, j)
-    return math.ceil(SCALE * sum(w[g] for g in alloc.gpus))
+    return math.ceil(SCALE * rate_sum(inst, j, alloc.gpus))
 
 
 def hint_rates(inst: Instance, sched: Schedule | None) -> dict:
     """Per job of ``sched`` spread over several nodes, {node: σ̃ (scaled rate sum, rounded up)}."""
     out: dict = {}
-    for seg in (sched.segments if sched is not None else ()):
-        j = inst.index.get(seg.job)
-        nodes = {g.split(":", 1)[0] for g in seg.alloc.gpus}
-        if j is None or len(nodes) < 2:
-            continue
-        w = weights(inst, j)
-        out[j] = {v: math.ceil(SCALE * sum(w[g] for g in seg.alloc.gpus if g.split(":", 1)[0] == v))
+    for j, alloc in _spread_segments(inst, sched):
+        nodes = {g.split(":", 1)[0] for g in alloc.gpus}
+        out[j] = {v: math.ceil(SCALE * rate_sum(inst, j, [g for g in alloc.gpus if g.split(":", 1)[0] == v]))
                   for v in nodes}
     return out

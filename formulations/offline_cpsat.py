@@ -124,7 +124,7 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
                     hint: dict | None = None, unit: float | None = None, spread_counts: bool = False,
                     set_cumulatives: bool = True, hint_patterns: dict | None = None,
                     sat_params: dict | None = None, aggregate: bool = True, semi_active: bool = True,
-                    twins: bool = False, latest_end: dict | None = None, hint_rates: dict | None = None):
+                    twins: bool = False, latest_end: dict | None = None, hint_gpus: dict | None = None):
     """Solve the option model. Returns dict(status, bound (objective units), choice, start, patterns, twins).
 
     ``twins``: identical nodes are ordered by their first job and the hint is mirrored to match
@@ -160,8 +160,8 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
     up: model times are rounded down); the model then holds only the schedules at least as good as the
     incumbent the deadlines came from, and its bound must be capped at that incumbent's objective.
 
-    Jobs with rate bands (:func:`offline_rates.banded`) get their rate capacities (a relaxation still);
-    ``hint_rates``: their hinted rate sums per node (:func:`offline_rates.hint_rates`).
+    Jobs with rate bands (:func:`offline_rates.banded`) get GPU literals (a relaxation still; ``out["gpus"]``:
+    the GPUs they hold in the solution); ``hint_gpus``: their hinted GPUs (:func:`offline_rates.spread_gpus`).
 
     ``time_limit`` covers building the model too (CP-SAT gets what is left of it).
     """
@@ -179,7 +179,6 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
     aggregated: list = []      # (y or z literal, j, options that set it) of the aggregated sets
     per_res: dict = {}
     banded = {j for j, ol in enumerate(opts) if any(offline_rates.need(o) is not None for o in ol)}
-    held: list = []            # (interval, job, {node: GPU ids or count}) for their rate capacities
     for j, ol in enumerate(opts):
         rel = math.floor(inst.jobs[j].arrival / u)
         dd = [math.floor(o.dur / u) for o in ol]
@@ -217,8 +216,6 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
                         dem[("set", T)] = tv
             for r, v in dem.items():
                 per_res.setdefault(r, []).append((iv, v, j))
-            if banded:
-                held.append((iv, j, _held_on_nodes(o, dem)))
         # aggregated single-node sets: y = "the chosen set holds GPU g", z = "it is size n on node v"
         for g, ks in on_gpu.items():
             if ("g", g) not in resources:
@@ -228,8 +225,6 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
             aggregated.append((y, j, set(ks)))
             ivg = m.NewOptionalIntervalVar(s, d, e, y, f"ig{j}_{g}")
             per_res.setdefault(("g", g), []).append((ivg, 1, j))
-            if banded:
-                held.append((ivg, j, {g.split(":", 1)[0]: (g,)}))
         for (v, n), ks in on_node.items():
             z = m.NewBoolVar(f"z{j}_{v}_{n}")
             m.Add(z == sum(x[k] for k in ks))
@@ -242,9 +237,8 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
         ends.append(e)
         xs.append(x)
         durs.append((d, dd))
-    rate_sig = {j: offline_rates.add_rate_capacity(m, inst, opts, j, m.NewIntervalVar(starts[j], durs[j][0], ends[j],
-                                                                                       f"iw{j}"), xs[j], held)
-                for j in sorted(banded)}
+    qs = {j: offline_rates.add_spread_gpus(m, inst, opts, j, starts[j], durs[j][0], ends[j], xs[j], per_res, resources)
+          for j in sorted(banded)}
     for r, items in per_res.items():
         if len({j for _, _, j in items}) < 2:
             continue
@@ -265,7 +259,9 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
     groups = offline_symmetry.twin_groups(inst) if twins else []
     if groups:
         offline_symmetry.add_twin_breaking(m, opts, xs, groups)
-        hint = offline_symmetry.canonical_hint(opts, hint, groups)
+        renamed = offline_symmetry.canonical_hint(opts, hint, groups)
+        if renamed != hint:        # twins renamed: the hinted GPUs are not the renamed schedule's
+            hint, hint_gpus = renamed, None
     wi, _ = _int_weights(inst)
     semi: dict = {}   # j → [at its release, at the end of job i ≠ j ...]
     if semi_active:   # a start is a release or another job's end (see the docstring)
@@ -297,10 +293,13 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
         for kk in range(len(xs[j])):
             for v, var in counts.get((j, kk), {}).items():
                 m.AddHint(var, pat.get(v, 0) if (kk == k and pat) else 0)
-    for j, sig in rate_sig.items():      # hinted spread jobs: their rate sums per node
+    for j, q in qs.items():      # GPU literals: none for a hinted option that is not spread, else the hinted GPUs
         k = (hint or {}).get(j, (None,))[0]
-        for v, var in sig.items():
-            m.AddHint(var, (hint_rates or {}).get(j, {}).get(v, 0) if k is not None and opts[j][k].cls else 0)
+        spread = k is not None and opts[j][k].cls is not None and opts[j][k].cls[0] == "spread"
+        if k is not None and (not spread or j in (hint_gpus or {})):
+            held_j = hint_gpus[j] if spread else ()
+            for g, lit in q.items():
+                m.AddHint(lit, g in held_j)
     full = complete_hint(inst, hint, u, H, [dd for _, dd in durs])
     if full is not None:
         # every variable hinted: CP-SAT takes the incumbent as its first solution at once (an incomplete
@@ -351,23 +350,14 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
         out["start"] = [solver.Value(s) for s in starts]
         out["patterns"] = {j: {v: solver.Value(var) for v, var in counts[(j, k)].items()}
                            for j, k in enumerate(out["choice"]) if (j, k) in counts}
+        out["gpus"] = {j: held for j, q in qs.items() if (held := tuple(sorted(g for g, lit in q.items()
+                                                                                if solver.Value(lit))))}
         out["bound_units"] = solver.BestObjectiveBound()
     elif st == cp_model.INFEASIBLE:
         out["bound_units"] = math.inf
     else:
         out["bound_units"] = solver.BestObjectiveBound()
     return out
-
-
-def _held_on_nodes(o: oc.Option, dem: dict) -> dict:
-    """{node: GPU ids} of a concrete option, else {node: GPU count} from its demands."""
-    if o.alloc is not None:
-        out: dict = {}
-        for g in o.alloc.gpus:
-            v = g.split(":", 1)[0]
-            out[v] = out.get(v, ()) + (g,)
-        return out
-    return {r[1]: int(v) for r, v in dem.items() if r[0] == "n" and isinstance(v, (int, float)) and v >= 1}
 
 
 def complete_hint(inst: Instance, hint: dict | None, u: float, H: int, dds: list) -> dict | None:
@@ -608,7 +598,7 @@ def rate_rounds(inst: Instance, opts, res, sol, best, lb: float, cap: float, lat
         sol = build_and_solve(inst, cur, res, time_limit=last_model_time(time_limit, left()), threads=threads,
                               seed=seed, hint=hint_assignment(inst, cur, best[0]),
                               hint_patterns=hint_patterns(inst, best[0]), sat_params=exact_params(threads),
-                              twins=TWINS, latest_end=latest, hint_rates=offline_rates.hint_rates(inst, best[0]))
+                              twins=TWINS, latest_end=latest, hint_gpus=offline_rates.spread_gpus(inst, best[0]))
         before = (lb, objective_of(best))
         lb = max(lb, min(cap, bound_from_units(inst, sol["bound_units"], sol["unit"])))
         if sol["choice"] is not None:
@@ -715,7 +705,9 @@ def pin_gpus(inst: Instance, opts, sol, time_limit: float = 2.0,   # determinist
     for j, o in enumerate(chosen):
         job = inst.jobs[j]
         v1 = oc._single_node(o.alloc) if o.alloc is not None else None
-        if o.alloc is not None and (v1 is None or keep_concrete):
+        if j in sol.get("gpus", {}):
+            groups, fixed = [], sol["gpus"][j]                         # the model's own GPUs (GPU literals)
+        elif o.alloc is not None and (v1 is None or keep_concrete):
             groups, fixed = [], o.alloc.gpus                           # concrete set as it is
         elif o.alloc is not None:
             groups, fixed = [((v1,), len(o.alloc.gpus))], ()

@@ -1,4 +1,4 @@
-"""Rate capacities and rate bands (formulations/offline_rates.py): valid bounds, exact where nodes are packed."""
+"""Rate bands and GPU literals (formulations/offline_rates.py): valid bounds, exact at a threshold."""
 
 from __future__ import annotations
 
@@ -19,16 +19,16 @@ def node_exact(inst, opts, hint=None):
     unit = offline_cpsat._unit(inst, oc.node_complete_options(inst))
     sol = offline_cpsat.build_and_solve(inst, opts, res, time_limit=None, threads=1, seed=0, unit=unit,
                                         hint=offline_cpsat.hint_assignment(inst, opts, hint),
-                                        hint_rates=ora.hint_rates(inst, hint))
+                                        hint_gpus=ora.spread_gpus(inst, hint))
     assert sol["status"] == "OPTIMAL"
     return offline_cpsat.bound_from_units(inst, sol["bound_units"], sol["unit"]), sol
 
 
-def packed() -> Instance:
-    """Two nodes of two V100s, each with one fast and one slow GPU for class A. Two long single-GPU jobs
-    take the fast GPUs at 0; a short 2-GPU job arrives at 10 and runs at once on the two slow GPUs, one per
-    node (a node's pair is busy for 1 000 s). Its spread pattern assumes the two fast GPUs."""
-    gpus = [{"type": "v100", "variability": {"A": 1.0}}, {"type": "v100", "variability": {"A": 1.5}}]
+def packed(slow: int = 1, size: int = 2) -> Instance:
+    """Two nodes of V100s, each with one fast and ``slow`` slow GPUs for class A. Two long single-GPU jobs
+    take the fast GPUs at 0; a short job of ``size`` GPUs arrives at 10 and runs at once on slow GPUs of both
+    nodes (no node has ``size`` GPUs free for 1 000 s). Its spread pattern assumes the fast GPUs."""
+    gpus = [{"type": "v100", "variability": {"A": 1.0}}] + [{"type": "v100", "variability": {"A": 1.5}}] * slow
     return Instance.from_dict({
         "format": "jctlab.instance/1", "name": "packed", "problem": "offline", "objective": "mean_jct",
         "cluster": {"nodes": [{"name": f"n{i}", "cpus": 8, "mem_gb": 64, "gpus": gpus} for i in range(2)],
@@ -37,12 +37,16 @@ def packed() -> Instance:
         "jobs": [{"name": f"long{i}", "arrival": 0.0, "batch": 32, "iterations": 10_000,
                   "samples_per_s": {"v100": 320.0}, "comm_mb": 0.0, "sizes": [1], "class": "A"} for i in range(2)]
         + [{"name": "short", "arrival": 10.0, "batch": 64, "iterations": 500,
-            "samples_per_s": {"v100": 320.0}, "comm_mb": 10.0, "sizes": [2], "class": "A"}],
+            "samples_per_s": {"v100": 320.0}, "comm_mb": 10.0, "sizes": [size], "class": "A"}],
     })
 
 
-def test_rate_bands_make_a_packed_spread_job_exact():
-    inst = packed()
+@pytest.mark.parametrize("slow,size", [(1, 2), (2, 3)])
+def test_rate_bands_make_a_spread_job_exact(slow, size):
+    """Packed nodes (one slow GPU each, a 2-GPU job), and nodes with more free GPUs than the job takes there
+    (two slow ones each, a 3-GPU job: rate capacities per node, which these literals replaced, let it claim
+    the rate of the fast GPU on a node where it holds one slow one, and stayed at the plain bound)."""
+    inst = packed(slow, size)
     opt = brute.solve(inst)
     mixed = oc.node_complete_options(inst)
     plain, _ = node_exact(inst, mixed)

@@ -173,15 +173,12 @@ def add_spread_gpus(m: cp_model.CpModel, inst: Instance, opts, j: int, s, d, e, 
         iv = m.NewOptionalIntervalVar(s, d, e, lit, f"iq{j}_{g}")
         if ("g", g) in resources:
             per_res.setdefault(("g", g), []).append((iv, 1, j))
-    spread_n = []
-    for o, xk in zip(opts[j], x):
-        if o.cls is None or o.cls[0] != "spread":
-            continue
-        n = o.cls[1]
-        spread_n.append((n, xk))
-        for v, gs in by_node.items():
-            if gs:
-                m.Add(sum(q[g] for g in gs) <= n - 1).OnlyEnforceIf(xk)
+    spread = [(o, xk) for o, xk in zip(opts[j], x) if o.cls is not None and o.cls[0] == "spread"]
+    m.Add(sum(q.values()) == sum(o.cls[1] * xk for o, xk in spread))          # none unless spread
+    for gs in by_node.values():                                              # ≤ n − 1 on a node
+        if gs:
+            m.Add(sum(q[g] for g in gs) <= sum((o.cls[1] - 1) * xk for o, xk in spread))
+    for o, xk in spread:
         if not _is_pattern(o):
             continue
         for grp, c in o.cls[3]:
@@ -190,7 +187,6 @@ def add_spread_gpus(m: cp_model.CpModel, inst: Instance, opts, j: int, s, d, e, 
             m.Add(sum(math.ceil(SCALE * w[g]) * lit for g, lit in q.items()) >= need(o)).OnlyEnforceIf(xk)
             m.Add(sum(math.floor(SCALE * w[g]) * lit for g, lit in q.items())
                   <= math.floor(SCALE * o.cls[5])).OnlyEnforceIf(xk)
-    m.Add(sum(q.values()) == sum(n * xk for n, xk in spread_n))
     return q
 
 

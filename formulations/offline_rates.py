@@ -99,11 +99,6 @@ def spread_rates(inst: Instance, sched: Schedule | None) -> dict:
     return out
 
 
-def _top(w: dict, gpus, c: int) -> float:
-    """The sum of the c largest weights of ``gpus``."""
-    return sum(sorted((w[g] for g in gpus), reverse=True)[:c])
-
-
 def _gpus_of(inst: Instance, nodes) -> list:
     return [g.id for nd in inst.cluster.nodes if nd.name in nodes for g in nd.gpus]
 
@@ -134,7 +129,7 @@ def banded(inst: Instance, opts, thresholds: dict) -> list:
 def pattern_top(inst: Instance, o: oc.Option) -> float:
     """The largest rate sum of a spread pattern: the best c_g GPUs of each group."""
     w = weights(inst, o.job)
-    return sum(_top(w, _gpus_of(inst, grp), c) for grp, c in o.cls[3])
+    return sum(sum(sorted((w[g] for g in _gpus_of(inst, grp)), reverse=True)[:c]) for grp, c in o.cls[3])
 
 
 def next_thresholds(inst: Instance, opts, sol, scheds, pinned: dict) -> dict:

@@ -12,6 +12,8 @@ $(STAMP): pyproject.toml
 	# torch first, pinned: the local CPU wheel (an unpinned torch pulls gigabytes of CUDA packages)
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e ".[test]"
+	# compile the numba kernels now (~15 s, cached on disk), not inside the first solver's time limit
+	$(PY) -m matching.jit
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -312,3 +312,22 @@ def test_infeasible_only_with_a_proof():
             elif ref.status == "infeasible":
                 assert r.schedule is None
     assert seen > 0
+
+
+def test_warm_up_readies_every_compiled_kernel():
+    """``make setup`` runs ``python -m matching.jit`` so that no solver compiles inside its time limit (a cold
+    compile took ~9 s of a 10-s ``auto`` solve). Every ``@njit`` function of the kernel modules is registered,
+    and after :func:`matching.jit.warm` each is compiled or in numba's disk cache."""
+    import importlib
+    import inspect
+
+    from matching import jit
+
+    missing = jit.warm()
+    assert missing == []
+    names = {getattr(k, "py_func", k).__qualname__ for k in jit.KERNELS}
+    for module in jit.MODULES:
+        src = inspect.getsource(importlib.import_module(module))
+        defined = {line.split("def ", 1)[1].split("(", 1)[0]
+                   for prev, line in zip(src.splitlines(), src.splitlines()[1:]) if prev.strip() == "@njit"}
+        assert defined and defined <= names, module

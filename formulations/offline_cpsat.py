@@ -1084,7 +1084,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         return None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t0))
 
     end = None if time_limit is None else t0 + time_limit
-    concrete, complete = oc.concrete_options(inst)
+    concrete, complete = oc.concrete_options(inst, deadline=oc.setup_deadline(t0, time_limit))
     bad = oc.job_infeasible(inst, concrete, complete)
     if bad is not None:
         return Result(None, None, None, "infeasible", time.perf_counter() - t0, SOLVER, ver,
@@ -1147,6 +1147,10 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     if use_ls:
         best = better(best, improve(inst, sgs_opts, best, left, ls_share, time_limit, seed))
         _phase(params, "local-search", {"status": "-"}, lb, best, t0)
+    if time_limit is not None and left() <= 0:
+        # the incumbent and the bounds took the limit (256 GPUs with parameter servers at 1 s): no model
+        params["model"] = "none (no time left)"
+        return finish(inst, best, lb, t0, SOLVER, ver, params)
     classes = oc.class_options(inst)
     t_rel, t1 = None if time_limit is None else left() * relaxed_share, time.perf_counter()
     res_cls = class_resources(inst)

@@ -58,7 +58,7 @@ def large_path(monkeypatch):
     from jctlab.replay import replay
 
     orig = oc.concrete_options
-    monkeypatch.setattr(oc, "concrete_options", lambda inst, full_limit=64: orig(inst, full_limit=0))
+    monkeypatch.setattr(oc, "concrete_options", lambda inst, full_limit=64, deadline=None: orig(inst, full_limit=0, deadline=deadline))
 
     def run(inst):
         opt = brute.solve(inst).objective

@@ -97,7 +97,7 @@ def test_interference_incumbent_is_replayed_and_bound_stays_valid():
 def test_relaxed_path_bound_below_optimum(monkeypatch):
     """Force the large-instance path (relaxed classes + node-exact model) on small instances."""
     orig = oc.concrete_options
-    monkeypatch.setattr(oc, "concrete_options", lambda inst, full_limit=64: orig(inst, full_limit=0))
+    monkeypatch.setattr(oc, "concrete_options", lambda inst, full_limit=64, deadline=None: orig(inst, full_limit=0, deadline=deadline))
     for seed in (0, 4, 9):
         inst = tiny(seed, gpus=4, nodes=2, jobs=4, max_size=2, variability=0.08, locality_penalty=1.3)
         opt = brute.solve(inst).objective
@@ -112,7 +112,7 @@ def first_class_model_reports(monkeypatch, change) -> list:
     """Large-instance path (no complete enumeration); the first CP-SAT model (the class model, default workers)
     reports ``change(its result)``. Returns the list of each CP-SAT call's ``sat_params``."""
     orig = oc.concrete_options
-    monkeypatch.setattr(oc, "concrete_options", lambda inst, full_limit=64: orig(inst, full_limit=0))
+    monkeypatch.setattr(oc, "concrete_options", lambda inst, full_limit=64, deadline=None: orig(inst, full_limit=0, deadline=deadline))
     real = offline_cpsat.build_and_solve
     calls: list = []
 
@@ -493,6 +493,37 @@ def test_time_limit_respected_on_identical_gpus_with_parameter_servers():
     check_valid(inst, r)
 
 
+def test_a_passed_set_up_deadline_cuts_the_restricted_options_to_each_jobs_fastest_sets():
+    """Past its deadline the restricted enumeration keeps, for each job still to enumerate, only the
+    ``CUT_SETS`` fastest GPU sets of each size (256 GPUs with PS took 5.3 s of a 1-s limit); the cut space is
+    part of the full one, leaves no job without options, and is not kept for later calls."""
+    inst = offline_instance(gpus=32, nodes=4, jobs=6, ps=True, max_size=4, variability=0.05, seed=2)
+    cut, complete = oc.concrete_options(inst, deadline=time.perf_counter() - 1.0)
+    full, complete2 = oc.concrete_options(inst)
+    assert not complete and not complete2 and all(cut)
+    assert oc.concrete_options(inst)[0] == full       # the full space is what later calls get
+    for j, (c, f) in enumerate(zip(cut, full)):
+        assert {(o.alloc, o.dur) for o in c} <= {(o.alloc, o.dur) for o in f}
+        for n in inst.jobs[j].sizes:
+            def speeds(opts):
+                return {sum(oc.rho(inst.jobs[j], inst.cluster.gpu[g]) for g in o.alloc.gpus): o.alloc.gpus
+                        for o in opts if len(o.alloc.gpus) == n}
+            assert len(set(speeds(c).values())) <= oc.CUT_SETS
+            assert max(speeds(c), default=None) == max(speeds(f), default=None)   # each size's fastest set kept
+    assert sum(map(len, cut)) < sum(map(len, full))
+
+
+def test_no_model_is_built_when_the_set_up_took_the_limit():
+    """A limit the incumbent and the bounds already took (a large instance, a very short limit): the
+    greedy schedule and the bound are returned at once, replayed, instead of models given no time."""
+    inst = offline_instance(gpus=64, nodes=8, jobs=20, ps=True, variability=0.05, seed=0)
+    r = offline_cpsat.solve(inst, time_limit=1e-3, threads=1)
+    assert r.params["model"] == "none (no time left)"
+    assert all(p["phase"] == "local-search" for p in r.params.get("phases", []))
+    check_valid(inst, r)
+    assert r.lower_bound >= oc.trivial_bound(inst) * (1 - 1e-9)
+
+
 def test_option_sets_are_computed_once_per_instance_and_handed_out_as_fresh_lists(monkeypatch):
     inst = tiny(2, gpus=4, nodes=2, jobs=4, max_size=2)
     a, b = oc.class_options(inst), oc.class_options(inst)
@@ -768,7 +799,7 @@ def test_restricted_options_place_parameter_servers_off_a_full_node(monkeypatch)
     assert all(inst.jobs[k].ps is not None for k in (1, 3))
     for any_nodes in (8, 0):
         monkeypatch.setattr(oc, "PS_ANY_NODES", any_nodes)
-        concrete, complete = oc._concrete_options(inst, 64)
+        concrete, complete, _ = oc._concrete_options(inst, 64)
         assert not complete and all(concrete)
         for j, ol in enumerate(concrete):
             if inst.jobs[j].ps is not None and len(ol[0].alloc.gpus) == 8:
@@ -802,7 +833,7 @@ def test_milp_class_model_prices_each_cpu_memory_level(monkeypatch):
     """The MILP's class model (large instances) is split by CPU/memory level like CP-SAT's: its bound is above
     the coarse classes' on CPU-hungry jobs, below the brute-force optimum, and its schedule replays valid."""
     orig = oc.concrete_options
-    monkeypatch.setattr(oc, "concrete_options", lambda inst, full_limit=64: orig(inst, full_limit=0))
+    monkeypatch.setattr(oc, "concrete_options", lambda inst, full_limit=64, deadline=None: orig(inst, full_limit=0, deadline=deadline))
     tighter = 0
     for seed in (0, 1, 2):
         inst = _cpu_hungry_jobs(seed)
@@ -823,7 +854,7 @@ def _solve_relaxed_path(inst):
     """offline_cpsat.solve with concrete options switched off (the large-instance, relaxed path)."""
     orig = oc.concrete_options
     try:
-        oc.concrete_options = lambda inst, full_limit=64: orig(inst, full_limit=0)
+        oc.concrete_options = lambda inst, full_limit=64, deadline=None: orig(inst, full_limit=0, deadline=deadline)
         return offline_cpsat.solve(inst, threads=1, seed=0)
     finally:
         oc.concrete_options = orig

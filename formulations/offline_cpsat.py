@@ -91,10 +91,18 @@ def core_params(threads: int) -> dict | None:
     return {**SAT_PARAMS, "subsolvers": ["core", "default_lp"] + (["fixed"] if threads == 3 else [])}
 
 
-def exact_params(threads: int) -> dict | None:
-    """SAT parameters of the node-exact model: with 2-3 workers a core-based and a default LP worker, both on
+def exact_params(threads: int, node_exact: bool = False) -> dict | None:
+    """SAT parameters of the complete exact model and (``node_exact``) of the node-exact and banded models: with
+    2-3 workers a core-based worker and a default LP worker (``max_lp`` beside it on the node-exact models), both on
     the whole problem (no LNS worker: the pipeline's incumbent is hinted, complete), or None (the default
     portfolio: it has a core worker from 4 workers on; with 1 the core worker alone is far weaker).
+
+    ``max_lp`` on the node-exact models (docs/oracle-offline.md, follow-up 35; 60-s benchmark, two runs each):
+    50 jobs / 64 GPUs seed 0 proven in 21.9-22.0 s (0.114 % gap at 60 s with ``default_lp``, proven in one
+    run of three), seed 2 in 26.5-27.8 s (30.6-44.1 s), 30 / 32 seed 3 in 33.2-36.8 s (37.9-44.7 s), seed 1's
+    node-exact model proven 15-23 s from its start in 6 of 6 runs (0.0024-0.0029 % at 60 s); the spread-heavy 16 x 10 and
+    32 x 20 rows within the noise. The complete exact model keeps ``default_lp`` (PS and CPU/memory levels on 4
+    GPUs, 10 s: 4 x 8 at 13.0 % with ``max_lp`` against 11.4 %).
 
     Measured on the node-exact model of the 30-job benchmark, 2 threads (docs/oracle-offline.md, follow-up
     24): the default workers prove seeds 0, 2 and 4 in 8-16 s but not seeds 1 and 3 in 420 s; the core
@@ -104,7 +112,7 @@ def exact_params(threads: int) -> dict | None:
     of 2 475.79 (wrong proofs; follow-up 25)."""
     if threads < 2 or threads >= 4:
         return None
-    return {**SAT_PARAMS, "subsolvers": ["core", "default_lp"], "num_full_subsolvers": 2}
+    return {**SAT_PARAMS, "subsolvers": ["core", "max_lp" if node_exact else "default_lp"], "num_full_subsolvers": 2}
 
 
 def _unit(inst: Instance, opts) -> float:
@@ -597,7 +605,7 @@ def rate_rounds(inst: Instance, opts, res, sol, best, lb: float, cap: float, lat
         cur = offline_rates.banded(inst, opts, ths)
         sol = build_and_solve(inst, cur, res, time_limit=last_model_time(time_limit, left()), threads=threads,
                               seed=seed, hint=hint_assignment(inst, cur, best[0]),
-                              hint_patterns=hint_patterns(inst, best[0]), sat_params=exact_params(threads),
+                              hint_patterns=hint_patterns(inst, best[0]), sat_params=exact_params(threads, True),
                               twins=TWINS, latest_end=latest, hint_gpus=offline_rates.spread_gpus(inst, best[0]))
         before = (lb, objective_of(best))
         lb = max(lb, min(cap, bound_from_units(inst, sol["bound_units"], sol["unit"])))
@@ -1316,7 +1324,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         sol = build_and_solve(inst, mixed, res_all, time_limit=last_model_time(time_limit, left()), threads=threads,
                               seed=seed,
                               hint=hint_assignment(inst, mixed, best[0]), hint_patterns=hint_patterns(inst, best[0]),
-                              sat_params=exact_params(threads), twins=TWINS, latest_end=latest)
+                              sat_params=exact_params(threads, True), twins=TWINS, latest_end=latest)
         lb = max(lb, min(cap, bound_from_units(inst, sol["bound_units"], sol["unit"])))
         if sol["choice"] is not None:
             best = better(best, decode(inst, mixed, sol, SOLVER, end))

@@ -584,12 +584,14 @@ def _same_class(cls: tuple, c: tuple) -> bool:
 
 
 def rate_rounds(inst: Instance, opts, res, sol, best, lb: float, cap: float, latest, time_limit, left, end,
-                threads: int, seed: int, params: dict, t0: float):
+                threads: int, seed: int, params: dict, t0: float, tighten=None):
     """Rate bands (:mod:`formulations.offline_rates`) for a proven node-exact model whose bound leaves a gap:
     the spread patterns split at the rate sums that cut its solution off (the incumbent's, the relaxed jobs'
     GPUs around the concrete sets, the middle of each chosen band), solved again with the incumbent hinted,
-    while each model is proven, the gap open and time left (the same deadlines: bounds capped at ``cap``).
-    Each model is a relaxation, so every bound holds; returns (best, lb)."""
+    while each model is proven, the gap open and time left (bounds capped at ``cap``). ``tighten()``, if
+    given, returns (options, latest, cap) for an incumbent (called with the best one of the moment) (the deadlines of a better incumbent
+    keep fewer options and completions, capped at its value). Each model is a relaxation, so every bound
+    holds; returns (best, lb)."""
     ths: dict = {}
     cur = opts
     stats = params["rate_bands"] = {"rounds": 0, "proven": 0}
@@ -602,6 +604,8 @@ def rate_rounds(inst: Instance, opts, res, sol, best, lb: float, cap: float, lat
         if merged == ths:
             break
         ths = merged
+        if tighten is not None:
+            opts, latest, cap = tighten(best)
         cur = offline_rates.banded(inst, opts, ths)
         sol = build_and_solve(inst, cur, res, time_limit=last_model_time(time_limit, left()), threads=threads,
                               seed=seed, hint=hint_assignment(inst, cur, best[0]),
@@ -1214,11 +1218,11 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     mixed0, lower = mixed_opts, None
     latest, cap = None, math.inf
 
-    def restrict_to_incumbent():
+    def restrict_to_incumbent(incumbent=None):
         nonlocal latest, cap, mixed_opts
         if lower is None:
             return
-        u_obj = objective_of(best)
+        u_obj = objective_of(best if incumbent is None else incumbent)
         dl = offline_deadlines.latest(inst, u_obj * sum(oc.weights(inst)), lower)
         m_r = offline_deadlines.restrict(inst, mixed0, dl)
         if m_r is not None:
@@ -1307,7 +1311,10 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         best = better(best, improve(inst, sgs_opts, best, left, share, time_limit, seed + 1, extra=extra))
         _phase(params, "local-search", {"status": "-"}, lb, best, t0)
         obj = objective_of(best)
-    if use_ls and mixed_opts is not None and lns_share > 0 and gap_open(obj, lb) and (left() is None or left() > 1):
+    # with deadlines the node-exact model's decode and the rate rounds find the better schedules: no LNS (its time
+    # goes to them; 30 / 32 seed 1, 60 s: docs/oracle-offline.md, follow-up 35)
+    if (use_ls and mixed_opts is not None and lns_share > 0 and gap_open(obj, lb) and (left() is None or left() > 1)
+            and latest is None):
         best = lns(inst, mixed_opts, best, res_all, None if time_limit is None else time.perf_counter() + left() * lns_share,
                    threads, seed)
         obj = objective_of(best)
@@ -1331,8 +1338,12 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         params["model"] = "relaxed+node-exact"
         _phase(params, "node-exact", sol, lb, best, t0)
         if RATE_ROUNDS:
+            def tighten(incumbent):
+                restrict_to_incumbent(incumbent)     # the last model's decode may have found a better incumbent
+                return (mixed_opts if latest is not None else mixed), latest, cap
+
             best, lb = rate_rounds(inst, mixed, res_all, sol, best, lb, cap, latest, time_limit, left, end, threads,
-                                   seed, params, t0)
+                                   seed, params, t0, tighten)
         return finish(inst, best, lb, t0, SOLVER, ver, params)
     # ... otherwise, where local search does not apply (interference), the exact model over a restricted
     # concrete space for a better incumbent

@@ -1076,10 +1076,10 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     none started after ``hybrid_stop`` of the limit, ≤ ``hybrid_add`` new options a round;
     ``hybrid_per_node``: a cheater becomes exact only on the node the model put it on,
     :func:`offline_candidates.hybrid_node_options`); local search again; LNS in the exact option
-    model (``lns_share`` of what is left); node-exact model for the rest (without one, too many options:
+    model (``lns_share`` of what is left; not with deadlines); node-exact model for the rest (without one, too many options:
     local search for the rest, or where it does not apply the exact model over restricted options); once it
     is proven with a gap left, rate rounds (:func:`rate_rounds`, :mod:`formulations.offline_rates`) while time
-    is left. The node assignments of the
+    is left (each with the deadlines of the best incumbent of the moment). The node assignments of the
     class solution, of each hybrid solution and of the incumbent before the node-exact phase are also
     decoded exactly per node (:func:`node_decode`, ``node_decode_share`` of the limit each). The bound
     is the max of the proven bounds of the class, hybrid, node-exact and banded models, the preemptive LP and

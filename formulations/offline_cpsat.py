@@ -97,9 +97,9 @@ def exact_params(threads: int, node_exact: bool = False) -> dict | None:
     the whole problem (no LNS worker: the pipeline's incumbent is hinted, complete), or None (the default
     portfolio: it has a core worker from 4 workers on; with 1 the core worker alone is far weaker).
 
-    ``max_lp`` on the node-exact models (docs/oracle-offline.md, follow-up 35; 60-s benchmark, two runs each):
-    50 jobs / 64 GPUs seed 0 proven in 21.9-22.0 s (0.114 % gap at 60 s with ``default_lp``, proven in one
-    run of three), seed 2 in 26.5-27.8 s (30.6-44.1 s), 30 / 32 seed 3 in 33.2-36.8 s (37.9-44.7 s), seed 1's
+    ``max_lp`` on the node-exact models (docs/oracle-offline.md, follow-up 35; 60-s benchmark, three runs):
+    50 jobs / 64 GPUs seed 0 proven in 21.9-22.2 s (0.114 % gap at 60 s with ``default_lp``, proven in one
+    run of four), seed 2 in 26.5-27.9 s (30.6-44.1 s), 30 / 32 seed 3 in 29.2-36.8 s (37.9-44.7 s), seed 1's
     node-exact model proven 15-23 s from its start in 6 of 6 runs (0.0024-0.0029 % at 60 s); the spread-heavy 16 x 10 and
     32 x 20 rows within the noise. The complete exact model keeps ``default_lp`` (PS and CPU/memory levels on 4
     GPUs, 10 s: 4 x 8 at 13.0 % with ``max_lp`` against 11.4 %).
@@ -588,10 +588,10 @@ def rate_rounds(inst: Instance, opts, res, sol, best, lb: float, cap: float, lat
     """Rate bands (:mod:`formulations.offline_rates`) for a proven node-exact model whose bound leaves a gap:
     the spread patterns split at the rate sums that cut its solution off (the incumbent's, the relaxed jobs'
     GPUs around the concrete sets, the middle of each chosen band), solved again with the incumbent hinted,
-    while each model is proven, the gap open and time left (bounds capped at ``cap``). ``tighten()``, if
-    given, returns (options, latest, cap) for an incumbent (called with the best one of the moment) (the deadlines of a better incumbent
-    keep fewer options and completions, capped at its value). Each model is a relaxation, so every bound
-    holds; returns (best, lb)."""
+    while each model is proven, the gap open and time left (bounds capped at ``cap``). ``tighten(incumbent)``,
+    if given, returns (options, latest, cap) under that incumbent's deadlines; each model gets those of the best
+    incumbent of the moment (a better one keeps fewer options and completions, its bound capped at its value).
+    Each model is a relaxation, so every bound holds; returns (best, lb)."""
     ths: dict = {}
     cur = opts
     stats = params["rate_bands"] = {"rounds": 0, "proven": 0}
@@ -1340,7 +1340,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         if RATE_ROUNDS:
             def tighten(incumbent):
                 restrict_to_incumbent(incumbent)     # the last model's decode may have found a better incumbent
-                return (mixed_opts if latest is not None else mixed), latest, cap
+                return mixed_opts, latest, cap
 
             best, lb = rate_rounds(inst, mixed, res_all, sol, best, lb, cap, latest, time_limit, left, end, threads,
                                    seed, params, t0, tighten)

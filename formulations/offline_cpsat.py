@@ -583,15 +583,15 @@ def _same_class(cls: tuple, c: tuple) -> bool:
     return False
 
 
-def rate_rounds(inst: Instance, opts, res, sol, best, lb: float, cap: float, latest, time_limit, left, end,
-                threads: int, seed: int, params: dict, t0: float, tighten=None):
-    """Rate bands (:mod:`formulations.offline_rates`) for a proven node-exact model whose bound leaves a gap:
-    the spread patterns split at the rate sums that cut its solution off (the incumbent's, the relaxed jobs'
-    GPUs around the concrete sets, the middle of each chosen band), solved again with the incumbent hinted,
-    while each model is proven, the gap open and time left (bounds capped at ``cap``). ``tighten(incumbent)``,
-    if given, returns (options, latest, cap) under that incumbent's deadlines; each model gets those of the best
-    incumbent of the moment (a better one keeps fewer options and completions, its bound capped at its value).
-    Each model is a relaxation, so every bound holds; returns (best, lb)."""
+def rate_rounds(inst: Instance, opts, res, sol, best, lb: float, deadlines, time_limit, left, end,
+                threads: int, seed: int, params: dict, t0: float):
+    """Rate bands (:mod:`formulations.offline_rates`) for a proven node-exact model (options ``opts``, solution
+    ``sol``) whose bound leaves a gap: the spread patterns split at the rate sums that cut its solution off (the
+    incumbent's, the relaxed jobs' GPUs around the concrete sets, the middle of each chosen band), solved again
+    with the incumbent hinted, while each model is proven, the gap open and time left. ``deadlines(incumbent)``
+    returns (options, latest completions or None, cap) under that incumbent's deadlines; each model gets those of
+    the best incumbent of the moment (a better one keeps fewer options and completions) and its bound is capped
+    at ``cap``. Each model is a relaxation, so every bound holds; returns (best, lb)."""
     ths: dict = {}
     cur = opts
     stats = params["rate_bands"] = {"rounds": 0, "proven": 0}
@@ -604,9 +604,8 @@ def rate_rounds(inst: Instance, opts, res, sol, best, lb: float, cap: float, lat
         if merged == ths:
             break
         ths = merged
-        if tighten is not None:
-            opts, latest, cap = tighten(best)
-        cur = offline_rates.banded(inst, opts, ths)
+        base, latest, cap = deadlines(best)
+        cur = offline_rates.banded(inst, base, ths)
         sol = build_and_solve(inst, cur, res, time_limit=last_model_time(time_limit, left()), threads=threads,
                               seed=seed, hint=hint_assignment(inst, cur, best[0]),
                               hint_patterns=hint_patterns(inst, best[0]), sat_params=exact_params(threads, True),
@@ -1338,12 +1337,12 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         params["model"] = "relaxed+node-exact"
         _phase(params, "node-exact", sol, lb, best, t0)
         if RATE_ROUNDS:
-            def tighten(incumbent):
+            def deadlines(incumbent):
                 restrict_to_incumbent(incumbent)     # the last model's decode may have found a better incumbent
                 return mixed_opts, latest, cap
 
-            best, lb = rate_rounds(inst, mixed, res_all, sol, best, lb, cap, latest, time_limit, left, end, threads,
-                                   seed, params, t0, tighten)
+            best, lb = rate_rounds(inst, mixed, res_all, sol, best, lb, deadlines, time_limit, left, end, threads,
+                                   seed, params, t0)
         return finish(inst, best, lb, t0, SOLVER, ver, params)
     # ... otherwise, where local search does not apply (interference), the exact model over a restricted
     # concrete space for a better incumbent

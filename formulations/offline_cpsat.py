@@ -61,6 +61,9 @@ SAT_PARAMS: dict = {"cp_model_probing_level": 0, "symmetry_level": 0}
 #: rate bands (follow-up 31): at most this many node-exact models with rate bands after a proven one (0: none),
 #: none after this many in a row that raised neither the bound nor the incumbent, none with less time left (s)
 RATE_ROUNDS = 12
+#: dense bands in the patterns of the incumbent's spread jobs (offline_rates.fine_thresholds), each shortening the
+#: duration by at most this share of the zero-gap tolerance (OPT_RTOL × U); follow-up 36
+FINE_SHARE = 1.0
 RATE_PATIENCE = 3
 RATE_MIN_S = 0.5
 LP_SHARE = 0.4     # of the time left: time-indexed LP bound after an unproven class model
@@ -587,12 +590,15 @@ def rate_rounds(inst: Instance, opts, res, sol, best, lb: float, deadlines, time
                 threads: int, seed: int, params: dict, t0: float):
     """Rate bands (:mod:`formulations.offline_rates`) for a proven node-exact model (options ``opts``, solution
     ``sol``) whose bound leaves a gap: the spread patterns split at the rate sums that cut its solution off (the
-    incumbent's, the relaxed jobs' GPUs around the concrete sets, the middle of each chosen band), solved again
+    incumbent's, the relaxed jobs' GPUs around the concrete sets, the middle of each chosen band; and dense bands,
+    ``FINE_SHARE`` of the zero-gap tolerance apart, from the incumbent's rate sum to the top of its pattern), solved again
     with the incumbent hinted, while each model is proven, the gap open and time left. ``deadlines(incumbent)``
     returns (options, latest completions or None, cap) under that incumbent's deadlines; each model gets those of
     the best incumbent of the moment (a better one keeps fewer options and completions) and its bound is capped
     at ``cap``. Each model is a relaxation, so every bound holds; returns (best, lb)."""
     ths: dict = {}
+    fine: dict = {}          # (job, pattern) → dense thresholds around the incumbents' spread allocations
+    w = oc.weights(inst)
     cur = opts
     stats = params["rate_bands"] = {"rounds": 0, "proven": 0}
     stale = 0         # rounds in a row that raised neither bound nor incumbent
@@ -605,7 +611,10 @@ def rate_rounds(inst: Instance, opts, res, sol, best, lb: float, deadlines, time
             break
         ths = merged
         base, latest, cap = deadlines(best)
-        cur = offline_rates.banded(inst, base, ths)
+        step = FINE_SHARE * OPT_RTOL * objective_of(best) * sum(w) / max(w)
+        for key, ts in offline_rates.fine_thresholds(inst, base, best[0], step).items():
+            fine[key] = fine.get(key, set()) | ts
+        cur = offline_rates.banded(inst, base, ths, fine)
         sol = build_and_solve(inst, cur, res, time_limit=last_model_time(time_limit, left()), threads=threads,
                               seed=seed, hint=hint_assignment(inst, cur, best[0]),
                               hint_patterns=hint_patterns(inst, best[0]), sat_params=exact_params(threads, True),

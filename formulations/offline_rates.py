@@ -20,7 +20,8 @@ duration is relaxed, to its band's: exact for an allocation whose rate sum is a 
 ``EPS`` exceeds the rounding slack (≤ one unit per GPU), so a faster band cannot take an incumbent's GPUs.
 The thresholds come in rounds (``offline_cpsat.rate_rounds``, :func:`next_thresholds`): the incumbents'
 rate sums, the model solution's own GPUs (relaxed jobs without literals placed around its concrete sets),
-and the middle of each band it chose.
+and the middle of each band it chose; and dense ones in the incumbent's own pattern (:func:`fine_thresholds`),
+where a better schedule often differs only in which GPUs of the same nodes it takes.
 
 Measured against *rate capacities* (one cumulative per node of j's rate sum there and the weights the
 others hold, which these literals replaced: where a spread job's nodes had more free GPUs than it took,
@@ -41,6 +42,7 @@ from . import offline_candidates as oc
 
 SCALE = 1_000_000      # rate units per sample/s
 EPS = 64 / SCALE       # thresholds sit this far above an incumbent's rate sum (> the rounding slack)
+FINE_BANDS = 400      # dense bands of one pattern at most (fine_thresholds)
 MIN_BAND_S = 1e-3      # a band whose durations differ by less is not split further
 
 
@@ -103,9 +105,11 @@ def _gpus_of(inst: Instance, nodes) -> list:
     return [g.id for nd in inst.cluster.nodes if nd.name in nodes for g in nd.gpus]
 
 
-def banded(inst: Instance, opts, thresholds: dict) -> list:
-    """``opts`` with each pattern option of a job in ``thresholds`` ({job: rate sums}) split into rate bands:
-    ``cls`` + (least scaled rate sum, band ceiling)."""
+def banded(inst: Instance, opts, thresholds: dict, fine: dict | None = None) -> list:
+    """``opts`` with each pattern option of a job in ``thresholds`` ({job: rate sums}, non-empty) split into rate bands:
+    ``cls`` + (least scaled rate sum, band ceiling). ``fine`` ({(job, pattern groups): rate sums},
+    :func:`fine_thresholds`): more thresholds for one pattern of a job."""
+    fine = fine or {}
     out = []
     for j, ol in enumerate(opts):
         ts = thresholds.get(j)
@@ -118,11 +122,47 @@ def banded(inst: Instance, opts, thresholds: dict) -> list:
                 new.append(o)
                 continue
             top = pattern_top(inst, o)
-            cuts = sorted({t + EPS for t in ts if t + EPS < top}, reverse=True)
+            cuts = sorted({t + EPS for t in ts | fine.get((j, o.cls[3]), set()) if t + EPS < top}, reverse=True)
             for hi, lo in zip([top] + cuts, cuts + [0.0]):
                 d = max(o.dur, rate_lb(inst, j, o.cls[1], hi))
                 new.append(dataclasses.replace(o, dur=d, cls=o.cls[:4] + (math.ceil(SCALE * lo), hi)))
         out.append(new)
+    return out
+
+
+def rate_at(inst: Instance, j: int, n: int, dur: float) -> float:
+    """The rate sum σ with D(σ) = ``dur`` (:func:`rate_lb` inverted; inf where ``dur`` is at or below D(∞))."""
+    cl = inst.cluster
+    job = inst.jobs[j]
+    per_step = dur * oc.max_speedup(job) / (job.iterations * cl.locality_penalty) - oc._comm_lb(
+        job, n, cl.inter_node_gbps)
+    return job.batch / per_step if per_step > 0 else math.inf
+
+
+def fine_thresholds(inst: Instance, opts, sched: Schedule | None, step_s: float) -> dict:
+    """Dense thresholds for the patterns that ``sched``'s spread jobs run in: from each one's rate sum up to
+    its pattern's top, so that D drops by at most ``step_s`` within a band (at most ``FINE_BANDS`` bands, else
+    wider ones). {(job, pattern groups): rate sums}, for :func:`banded`'s ``fine``.
+
+    Rate rounds from rate sums alone add a threshold or two a round, each round a new model: seed 1 of the
+    30-job benchmark needed two to four (6-14 s each) after its node-exact model. Its optimum lies in the
+    incumbent's pattern, 9.4 samples/s above the incumbent's rate sum; with 45 bands there (each 0.09 s
+    shorter), the first round proved it (docs/oracle-offline.md, follow-up 36)."""
+    out: dict = {}
+    for j, alloc in _spread_segments(inst, sched):
+        if not eligible(inst, j):
+            continue
+        gpus = set(alloc.gpus)
+        r = rate_sum(inst, j, gpus)
+        for o in opts[j]:
+            if not _is_pattern(o) or len(gpus) != o.cls[1] or any(
+                    sum(g in gpus for g in _gpus_of(inst, grp)) != c for grp, c in o.cls[3]):
+                continue
+            top = pattern_top(inst, o)
+            lo, hi = rate_lb(inst, j, o.cls[1], r), rate_lb(inst, j, o.cls[1], top)
+            k = min(FINE_BANDS, max(1, math.ceil((lo - hi) / step_s)))
+            out.setdefault((j, o.cls[3]), set()).update(
+                t for i in range(1, k) if r < (t := rate_at(inst, j, o.cls[1], lo - (lo - hi) * i / k)) < top)
     return out
 
 

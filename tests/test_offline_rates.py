@@ -94,3 +94,57 @@ def test_the_pipeline_runs_rate_rounds_with_a_valid_bound(large_path, seed):
     if r.status != "optimal":                                    # seeds 5 and 7: a gap after the node-exact model
         rb = r.params["rate_bands"]
         assert 1 <= rb["rounds"] <= offline_cpsat.RATE_ROUNDS and rb["thresholds"] >= 1
+
+
+def test_rate_at_inverts_the_band_duration():
+    inst = small(0)
+    for j in range(len(inst.jobs)):
+        if ora.eligible(inst, j):
+            for sigma in (50.0, 333.3, 2_000.0):
+                d = ora.rate_lb(inst, j, 2, sigma)
+                assert ora.rate_at(inst, j, 2, d) == pytest.approx(sigma, rel=1e-9)
+            assert ora.rate_at(inst, j, 2, 0.0) == float("inf")
+
+
+@pytest.mark.parametrize("slow,size", [(1, 2), (2, 3)])
+def test_fine_bands_split_the_incumbents_pattern_from_its_rate_to_its_top(slow, size):
+    """Dense thresholds only in the pattern a schedule's spread job runs in, between its rate sum and the
+    pattern's top, each band shortening the duration by at most the step; the model keeps the optimum."""
+    inst = packed(slow, size)
+    opt = brute.solve(inst)
+    mixed = oc.node_complete_options(inst)
+    (j, alloc), = ora._spread_segments(inst, opt.schedule)
+    r = ora.rate_sum(inst, j, alloc.gpus)
+    step = 0.05
+    fine = ora.fine_thresholds(inst, mixed, opt.schedule, step)
+    (key, ts), = fine.items()
+    pat = next(o for o in mixed[j] if ora._is_pattern(o) and o.cls[3] == key[1])
+    top = ora.pattern_top(inst, pat)
+    assert key[0] == j and len(ts) >= 2 and all(r < t < top for t in ts)
+    durs = [ora.rate_lb(inst, j, size, t) for t in sorted({r, *ts, top})]
+    widest = (durs[0] - durs[-1]) / ora.FINE_BANDS          # more bands than FINE_BANDS would be needed: wider
+    assert max(a - b for a, b in zip(durs, durs[1:])) <= max(step, widest) * (1 + 1e-9)
+    assert len(ts) <= ora.FINE_BANDS - 1
+    banded = ora.banded(inst, mixed, ora.spread_rates(inst, opt.schedule), fine)
+    others = [o for o in banded[j] if ora._is_pattern(o) and o.cls[3] != key[1]]
+    assert len([o for o in banded[j] if ora._is_pattern(o)]) - len(others) == len(ts) + 2
+    bound, _ = node_exact(inst, banded, opt.schedule)
+    assert bound == pytest.approx(opt.objective, rel=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_fine_bands_keep_a_valid_bound(seed):
+    """Dense thresholds in the patterns of a greedy schedule's and a random schedule's spread jobs: the
+    banded optimum stays between the plain one and brute force."""
+    inst = small(seed)
+    opt = brute.solve(inst)
+    mixed = oc.node_complete_options(inst)
+    plain, _ = node_exact(inst, mixed)
+    greedy = oc.greedy(inst, "t")[0]
+    ths, fine = ora.spread_rates(inst, greedy), ora.fine_thresholds(inst, mixed, greedy, 0.5)
+    for k, ts in ora.fine_thresholds(inst, mixed, opt.schedule, 2.0).items():
+        fine.setdefault(k, set()).update(ts)
+    bound, _ = node_exact(inst, ora.banded(inst, mixed, {**ths, **{j: {1.0} for j, _ in fine if j not in ths}}, fine),
+                          opt.schedule)
+    assert plain <= bound * (1 + 1e-9)
+    assert bound <= opt.objective * (1 + 1e-9)

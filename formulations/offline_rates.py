@@ -42,7 +42,9 @@ from . import offline_candidates as oc
 
 SCALE = 1_000_000      # rate units per sample/s
 EPS = 64 / SCALE       # thresholds sit this far above an incumbent's rate sum (> the rounding slack)
-FINE_BANDS = 400      # dense bands of one pattern at most (fine_thresholds)
+FINE_BANDS = 64       # dense bands of one pattern at most (fine_thresholds) ...
+FINE_JOBS = 2         # ... and none where more spread jobs than this would get them (spread-heavy instances,
+#                       32 GPUs / 20 jobs, 30 s: 1/4 proven with them, 3/4 without; follow-up 36)
 MIN_BAND_S = 1e-3      # a band whose durations differ by less is not split further
 
 
@@ -142,16 +144,18 @@ def rate_at(inst: Instance, j: int, n: int, dur: float) -> float:
 def fine_thresholds(inst: Instance, opts, sched: Schedule | None, step_s: float) -> dict:
     """Dense thresholds for the patterns that ``sched``'s spread jobs run in: from each one's rate sum up to
     its pattern's top, so that D drops by at most ``step_s`` within a band (at most ``FINE_BANDS`` bands, else
-    wider ones). {(job, pattern groups): rate sums}, for :func:`banded`'s ``fine``.
+    wider ones; nothing where ``sched`` spreads more than ``FINE_JOBS`` jobs). {(job, pattern groups): rate sums},
+    for :func:`banded`'s ``fine``.
 
     Rate rounds from rate sums alone add a threshold or two a round, each round a new model: seed 1 of the
     30-job benchmark needed two to four (6-14 s each) after its node-exact model. Its optimum lies in the
     incumbent's pattern, 9.4 samples/s above the incumbent's rate sum; with 45 bands there (each 0.09 s
     shorter), the first round proved it (docs/oracle-offline.md, follow-up 36)."""
     out: dict = {}
-    for j, alloc in _spread_segments(inst, sched):
-        if not eligible(inst, j):
-            continue
+    spread = [(j, alloc) for j, alloc in _spread_segments(inst, sched) if eligible(inst, j)]
+    if len(spread) > FINE_JOBS:
+        return out
+    for j, alloc in spread:
         gpus = set(alloc.gpus)
         r = rate_sum(inst, j, gpus)
         for o in opts[j]:

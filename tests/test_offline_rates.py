@@ -132,6 +132,15 @@ def test_fine_bands_split_the_incumbents_pattern_from_its_rate_to_its_top(slow, 
     assert bound == pytest.approx(opt.objective, rel=1e-6)
 
 
+def test_no_fine_bands_where_more_jobs_spread_than_fine_jobs(monkeypatch):
+    inst = packed(1, 2)
+    opt = brute.solve(inst)
+    mixed = oc.node_complete_options(inst)
+    assert ora.fine_thresholds(inst, mixed, opt.schedule, 0.05)
+    monkeypatch.setattr(ora, "FINE_JOBS", 0)
+    assert ora.fine_thresholds(inst, mixed, opt.schedule, 0.05) == {}
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_fine_bands_keep_a_valid_bound(seed):
     """Dense thresholds in the patterns of a greedy schedule's and a random schedule's spread jobs: the

@@ -153,7 +153,7 @@ def fine_thresholds(inst: Instance, opts, sched: Schedule | None, step_s: float)
     shorter), the first round proved it (docs/oracle-offline.md, follow-up 36)."""
     out: dict = {}
     spread = [(j, alloc) for j, alloc in _spread_segments(inst, sched) if eligible(inst, j)]
-    if len(spread) > FINE_JOBS:
+    if len(spread) > FINE_JOBS or not step_s > 0:
         return out
     for j, alloc in spread:
         gpus = set(alloc.gpus)

@@ -78,6 +78,7 @@ TWINS = True       # order identical nodes by their first job in the relaxations
 DEADLINE_SHARE = 0.3   # of the limit, at most: latest completions from the incumbent (offline_deadlines) ...
 DEADLINE_S_PER_JOB = 0.35   # ... where that share is at least this per job (30 jobs: 92 relaxations took 12-15 s;
 #                             at 30 s the phase left the 30-job benchmark seed 3 a worse incumbent: docs, follow-up 30)
+DEADLINE_BATCH = 2   # relaxations of the deadlines solved at once, threads // DEADLINE_BATCH workers each (follow-up 37)
 CORE_SHARE = 0.6   # of the class model's time: core-based workers when the default ones have not proven it
 SKIP_CORE_WITHOUT_SOLUTION = True   # ... unless they found no solution at all (local search gets that time)
 
@@ -94,11 +95,18 @@ def core_params(threads: int) -> dict | None:
     return {**SAT_PARAMS, "subsolvers": ["core", "default_lp"] + (["fixed"] if threads == 3 else [])}
 
 
-def exact_params(threads: int, node_exact: bool = False) -> dict | None:
+def exact_params(threads: int, node_exact: bool = False, deadlines: bool = False) -> dict | None:
     """SAT parameters of the complete exact model and (``node_exact``) of the node-exact and banded models: with
     2-3 workers a core-based worker and a default LP worker (``max_lp`` beside it on the node-exact models), both on
     the whole problem (no LNS worker: the pipeline's incumbent is hinted, complete), or None (the default
     portfolio: it has a core worker from 4 workers on; with 1 the core worker alone is far weaker).
+
+    ``deadlines`` (node-exact and banded models under objective-driven deadlines, :mod:`formulations.offline_deadlines`):
+    ``max_lp`` and ``default_lp``, no core worker. Under the deadlines the LP workers close the bound faster
+    (docs/oracle-offline.md, follow-up 37; each model captured from the pipeline, 2 threads, CP-SAT seeds 0-5):
+    the node-exact models of the 60-s benchmark proven in 9.3-10.6 s against 13.5-15.8 s (30 / 32 seed 3), 5.8-6.1
+    against 8.6-8.9 s (50 / 64 seed 0), 6.3-8.3 against 8.6-15.5 s (50 / 64 seed 2), 9.8-14.6 against 12.9-16.9 s
+    (30 / 32 seed 1); seed 1's first banded model in 6.6-11.4 s (mean 9.5) against 8.1-17.0 s (mean 13.5).
 
     ``max_lp`` on the node-exact models (docs/oracle-offline.md, follow-up 35; 60-s benchmark, three runs):
     50 jobs / 64 GPUs seed 0 proven in 21.9-22.2 s (0.114 % gap at 60 s with ``default_lp``, proven in one
@@ -115,7 +123,8 @@ def exact_params(threads: int, node_exact: bool = False) -> dict | None:
     of 2 475.79 (wrong proofs; follow-up 25)."""
     if threads < 2 or threads >= 4:
         return None
-    return {**SAT_PARAMS, "subsolvers": ["core", "max_lp" if node_exact else "default_lp"], "num_full_subsolvers": 2}
+    workers = ["max_lp", "default_lp"] if node_exact and deadlines else ["core", "max_lp" if node_exact else "default_lp"]
+    return {**SAT_PARAMS, "subsolvers": workers, "num_full_subsolvers": 2}
 
 
 def _unit(inst: Instance, opts) -> float:
@@ -617,7 +626,8 @@ def rate_rounds(inst: Instance, opts, res, sol, best, lb: float, deadlines, time
         cur = offline_rates.banded(inst, base, ths, fine)
         sol = build_and_solve(inst, cur, res, time_limit=last_model_time(time_limit, left()), threads=threads,
                               seed=seed, hint=hint_assignment(inst, cur, best[0]),
-                              hint_patterns=hint_patterns(inst, best[0]), sat_params=exact_params(threads, True),
+                              hint_patterns=hint_patterns(inst, best[0]),
+                              sat_params=exact_params(threads, True, latest is not None),
                               twins=TWINS, latest_end=latest, hint_gpus=offline_rates.spread_gpus(inst, best[0]))
         before = (lb, objective_of(best))
         lb = max(lb, min(cap, bound_from_units(inst, sol["bound_units"], sol["unit"])))
@@ -1042,10 +1052,11 @@ def rest_bounds(inst: Instance, classes, res_cls: set, best, time_limit: float, 
     t1 = time.perf_counter()
     w = oc.weights(inst)
     stats: dict = {}
+    batch = max(1, min(DEADLINE_BATCH, threads))
     lower = offline_deadlines.rest_bounds(
         inst, objective_of(best) * sum(w), [x * p for x, p in zip(w, oc.p_min(inst))],
-        class_rest_bound(inst, classes, res_cls, best[0], threads, seed),
-        deadline=t1 + min(DEADLINE_SHARE * time_limit, 0.5 * left), stats=stats)
+        class_rest_bound(inst, classes, res_cls, best[0], max(1, threads // batch), seed),
+        deadline=t1 + min(DEADLINE_SHARE * time_limit, 0.5 * left), batch=batch, stats=stats)
     params["deadlines"] = {**stats, "t": round(time.perf_counter() - t1, 2)}
     return lower
 
@@ -1075,7 +1086,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     left; with a time limit and < 4 threads, ``1 − CORE_SHARE`` of that with the default workers, then,
     if unproven, the rest with the core-based ones, which then also solve the later models); where node
     CPUs/memory can bind, the class model split by CPU/memory level with what is left of the class model's
-    time (:func:`refine_levels`); once the class model is proven, with enough time (``DEADLINE_SHARE`` of the
+    time (:func:`refine_levels`); the preemptive LP if the class model is unproven; once it is proven, with enough time (``DEADLINE_SHARE`` of the
     limit, at least ``DEADLINE_S_PER_JOB`` per job), objective-driven deadlines (:func:`rest_bounds`,
     :mod:`formulations.offline_deadlines`): the later models keep only options and completions that a schedule
     at least as good as the incumbent can have, and their bounds are capped at it (the hybrid rounds and the
@@ -1158,7 +1169,6 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
 
     # large instance: relaxed model for the bound (and a decoded incumbent) ...
 
-    lb = max(lb, preemptive_lb(inst, left(), time_limit, threads))
     mixed_opts = oc.node_complete_options(inst) if node_complete else None
     res_all = {r for r in cap_res if r[0] in ("g", "n", "all", "set")} | (
         oc.binding_resources(inst, mixed_opts) if mixed_opts is not None else set())
@@ -1194,6 +1204,10 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
                                            None if t_rel is None else t_rel - (time.perf_counter() - t1), threads, seed,
                                            params, t0, loaded)
     res_cls = class_resources(inst, any(o.level is not None for ol in classes for o in ol))
+    if sol["status"] != "OPTIMAL":
+        # the preemptive LP only where the class model is unproven: below the proven class bound on each of the
+        # 16 benchmark and spread-heavy instances measured, and 0.3-2.1 s of the preamble (follow-up 37)
+        lb = max(lb, preemptive_lb(inst, left(), time_limit, threads))
     # no class solution in its time (a long queue: 160 jobs on 32 GPUs): the node-exact model, far larger,
     # finds none either; local search takes the rest of the time
     ls_rest = use_ls and (mixed_opts is None or sol["choice"] is None)
@@ -1339,7 +1353,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         sol = build_and_solve(inst, mixed, res_all, time_limit=last_model_time(time_limit, left()), threads=threads,
                               seed=seed,
                               hint=hint_assignment(inst, mixed, best[0]), hint_patterns=hint_patterns(inst, best[0]),
-                              sat_params=exact_params(threads, True), twins=TWINS, latest_end=latest)
+                              sat_params=exact_params(threads, True, latest is not None), twins=TWINS, latest_end=latest)
         lb = max(lb, min(cap, bound_from_units(inst, sol["bound_units"], sol["unit"])))
         if sol["choice"] is not None:
             best = better(best, decode(inst, mixed, sol, SOLVER, end))

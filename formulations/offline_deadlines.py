@@ -26,6 +26,7 @@ docs/oracle-offline.md, follow-up 30).
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
 
 from jctlab.model import Instance
@@ -45,63 +46,83 @@ LowerBound = Callable[[list[int], dict[int, float], float], float]
 
 def rest_bounds(inst: Instance, upper: float, job_lb: Sequence[float], lower_bound: LowerBound, *,
                 deadline: float | None, window: int = WINDOW, sub_limit: float = SUB_LIMIT,
-                min_gain: float = MIN_GAIN, max_rounds: int | None = MAX_ROUNDS,
+                min_gain: float = MIN_GAIN, max_rounds: int | None = MAX_ROUNDS, batch: int = 1,
                 stats: dict | None = None) -> list[float]:
     """L_j for every job j: lower bounds on Σ_{k≠j} w_k (C_k − a_k) over the schedules of J ∖ {j} that some
     schedule of value ≤ ``upper`` restricts to (see the module law); :func:`latest` turns them into deadlines
     for ``upper`` or any smaller value (a better incumbent found later).
 
     ``job_lb[k]``: a lower bound on w_k (C_k − a_k) alone (its fastest option), the starting L_j;
-    ``max_rounds`` caps the rounds. Stops at ``deadline`` (perf_counter seconds) with what it has: every intermediate result is valid. ``stats``
-    (optional) receives the rounds and the relaxations solved."""
+    ``max_rounds`` caps the rounds. ``batch``: relaxations solved at once, in threads (``lower_bound`` must
+    release the GIL, as CP-SAT's solve does), each under the deadlines from before its batch (any deadlines
+    that hold keep the law). Stops at ``deadline`` (perf_counter seconds) with what it has: every intermediate
+    result is valid. ``stats`` (optional) receives the rounds and the relaxations solved."""
     n = len(inst.jobs)
     total = sum(job_lb)
     lower = [total - job_lb[j] for j in range(n)]
     dl = latest(inst, upper, lower)
     calls = 0
+    pool = ThreadPoolExecutor(batch) if batch > 1 else None
 
     def time_left() -> float:
         return float("inf") if deadline is None else deadline - time.perf_counter()
 
-    def bound(S: list[int]) -> float | None:
+    def bounds(sets: list[list[int]]) -> list[float] | None:
+        # one batch of job sets under the current deadlines; None when out of time
         nonlocal calls
         t = min(sub_limit, time_left())
         if t <= 0.05:
             return None
-        calls += 1
-        return lower_bound(S, {k: dl[k] for k in S}, t) if S else 0.0
+        calls += len(sets)
+        lat = dict(dl)
+
+        def one(S: list[int]) -> float:
+            return lower_bound(S, {k: lat[k] for k in S}, t) if S else 0.0
+
+        return list(pool.map(one, sets)) if pool is not None and len(sets) > 1 else [one(S) for S in sets]
 
     def tighten(j: int, b: float) -> None:
         if b > lower[j]:
             lower[j] = b
             dl[j] = latest(inst, upper, lower, [j])[j]
 
+    def sweep(items: list[tuple[int, list[int], float]]) -> bool:
+        # L_j ≥ extra + LB(S) for each (j, S, extra), ``batch`` at a time (Gauss-Seidel between batches)
+        for i in range(0, len(items), batch):
+            chunk = items[i:i + batch]
+            bs = bounds([S for _, S, _ in chunk])
+            if bs is None:
+                return False
+            for (j, _, extra), b in zip(chunk, bs):
+                tighten(j, extra + b)
+        return True
+
     def slack() -> float:
         return sum(dl[j] - inst.jobs[j].arrival for j in range(n))
 
-    rounds = 0
-    order = sorted(range(n), key=lambda j: (inst.jobs[j].arrival, j))
-    if 1 < window < n:
-        wins = [order[i:i + window] for i in range(0, n, window)]
-        lbs = [bound(W) for W in wins]
-        if all(b is not None for b in lbs):
-            part = sum(lbs)
-            for W, b in zip(wins, lbs):
-                for j in W:
-                    rest = bound([k for k in W if k != j])
-                    if rest is None:
-                        break
-                    tighten(j, part - b + rest)
-    while time_left() > 0.05 and (max_rounds is None or rounds < max_rounds):
-        before = slack()
-        for j in order:
-            b = bound([k for k in order if k != j])
-            if b is None:
+    try:
+        rounds = 0
+        order = sorted(range(n), key=lambda j: (inst.jobs[j].arrival, j))
+        if 1 < window < n:
+            wins = [order[i:i + window] for i in range(0, n, window)]
+            lbs: list[float] = []
+            for i in range(0, len(wins), batch):
+                bs = bounds(wins[i:i + batch])
+                if bs is None:
+                    break
+                lbs += bs
+            if len(lbs) == len(wins):
+                part = sum(lbs)
+                sweep([(j, [k for k in W if k != j], part - b) for W, b in zip(wins, lbs) for j in W])
+        while time_left() > 0.05 and (max_rounds is None or rounds < max_rounds):
+            before = slack()
+            done = sweep([(j, [k for k in order if k != j], 0.0) for j in order])
+            rounds += 1
+            if not done or before - slack() < min_gain * before:
                 break
-            tighten(j, b)
-        rounds += 1
-        if before - slack() < min_gain * before:
-            break
+    finally:
+        if pool is not None:
+            pool.shutdown()
     if stats is not None:
         stats.update(rounds=rounds, relaxations=calls)
     return lower

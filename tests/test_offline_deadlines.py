@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import threading
+import time
+
 import pytest
 
 from formulations import brute, offline_cpsat
@@ -24,12 +27,12 @@ def small(seed: int, weighted: bool = False):
     return inst
 
 
-def class_bounds(inst, upper: float, sched):
+def class_bounds(inst, upper: float, sched, batch: int = 1):
     classes = oc.class_options(inst)
     return od.rest_bounds(inst, upper, [w * p for w, p in zip(oc.weights(inst), oc.p_min(inst))],
                           offline_cpsat.class_rest_bound(inst, classes, offline_cpsat.class_resources(inst), sched,
                                                          1, 0),
-                          deadline=None)
+                          deadline=None, batch=batch)
 
 
 def completions(inst, sched):
@@ -38,19 +41,19 @@ def completions(inst, sched):
     return rep.completion
 
 
-@pytest.mark.parametrize(("seed", "weighted"), [(s, s % 2 == 1) for s in range(8)])
-def test_deadlines_hold_for_every_schedule_as_good_as_the_incumbent(seed, weighted):
+@pytest.mark.parametrize(("seed", "weighted", "batch"), [(s, s % 2 == 1, 1 + s % 3) for s in range(8)])
+def test_deadlines_hold_for_every_schedule_as_good_as_the_incumbent(seed, weighted, batch):
     """Every schedule at least as good as the incumbent (the optimum, the incumbent itself) keeps the other
     jobs' weighted JCT at or above L_j and so completes every job by its deadline; both for the incumbent's
     value and for the optimum's (the tightest hypothesis). L_j may exceed the optimum without j: it bounds
-    only the restrictions of such schedules."""
+    only the restrictions of such schedules. Also with relaxations solved 2 or 3 at a time (``batch``)."""
     inst = small(seed, weighted)
     w = oc.weights(inst)
     opt = brute.solve(inst)
     greedy = oc.greedy(inst, "t")
     for upper_sched in (greedy[0], opt.schedule):
         upper = replay(inst, upper_sched).objective * sum(w)
-        lower = class_bounds(inst, upper, upper_sched)
+        lower = class_bounds(inst, upper, upper_sched, batch)
         latest = od.latest(inst, upper, lower)
         for sched in {id(s): s for s in (opt.schedule, upper_sched)}.values():
             comp = completions(inst, sched)
@@ -102,6 +105,31 @@ def test_rest_bounds_stop_at_their_deadline_with_valid_bounds():
     assert lower == pytest.approx([sum(pm) - p for p in pm])
 
 
+def test_a_batch_of_relaxations_runs_at_once():
+    """``batch`` = 2: relaxations run two at a time in threads; with a bound that ignores the deadlines the
+    result and the number of relaxations are the sequential ones."""
+    inst = small(3)
+    pm = oc.p_min(inst)
+    lock, flight, most = threading.Lock(), [0], [0]
+
+    def lb(S, dl, t):
+        with lock:
+            flight[0] += 1
+            most[0] = max(most[0], flight[0])
+        time.sleep(0.05)        # the batch's other relaxation starts meanwhile
+        with lock:
+            flight[0] -= 1
+        return 1.5 * sum(pm[k] for k in S)
+
+    stats_par, stats_seq = {}, {}
+    par = od.rest_bounds(inst, 1e5, pm, lb, deadline=None, window=3, batch=2, stats=stats_par)
+    seq = od.rest_bounds(inst, 1e5, pm, lambda S, dl, t: 1.5 * sum(pm[k] for k in S), deadline=None, window=3,
+                         stats=stats_seq)
+    assert most[0] == 2
+    assert par == pytest.approx(seq) and stats_par == stats_seq
+    assert par[0] > sum(pm) - pm[0]
+
+
 @pytest.mark.parametrize("seed", (0, 3, 6))
 def test_the_large_path_with_deadlines_keeps_a_valid_bound(large_path, seed):
     """Force the large-instance path: the deadlines phase runs after the proven class model, its restricted
@@ -110,3 +138,26 @@ def test_the_large_path_with_deadlines_keeps_a_valid_bound(large_path, seed):
     assert "deadlines" in [p["phase"] for p in r.params["phases"]]    # the class model left a gap here
     d = r.params["deadlines"]
     assert d["relaxations"] > 0 and d["options"][1] < d["options"][0]
+
+
+@pytest.mark.parametrize("proven", [True, False])
+def test_the_large_path_runs_the_preemptive_lp_only_after_an_unproven_class_model(large_path, monkeypatch, proven):
+    """The preemptive LP is skipped after a proven class model (whose bound it did not reach on the instances
+    measured) and run, its bound kept, after an unproven one (here: the class model's status hidden)."""
+    calls = []
+    orig_lp, orig_classes = offline_cpsat.preemptive_lb, offline_cpsat.solve_classes
+
+    def lp(*a, **k):
+        calls.append(orig_lp(*a, **k))
+        return calls[-1]
+
+    def classes(*a, **k):
+        sol, best, lb = orig_classes(*a, **k)
+        return (sol if proven else {**sol, "status": "FEASIBLE"}), best, lb
+
+    monkeypatch.setattr(offline_cpsat, "preemptive_lb", lp)
+    monkeypatch.setattr(offline_cpsat, "solve_classes", classes)
+    r = large_path(small(0))
+    assert len(calls) == (0 if proven else 1)
+    if not proven:
+        assert r.lower_bound >= calls[0] - 1e-9 and calls[0] > 0

@@ -1565,20 +1565,22 @@ def test_complete_hints_are_feasible_incumbents(seed, cpu_mem):
 
 @pytest.mark.parametrize("seed", [0, 3])
 def test_node_exact_workers_prove_the_same_optimum(seed):
-    """The node-exact model's workers (a core-based and a max-LP worker, :func:`offline_cpsat.exact_params`) and the
-    complete exact model's (core-based and default LP) prove the same optimum as the default portfolio; 1 and ≥ 4
-    threads keep the default."""
+    """The node-exact model's workers (a core-based and a max-LP worker, :func:`offline_cpsat.exact_params`; under
+    deadlines max-LP and default LP), and the complete exact model's (core-based and default LP) prove the same
+    optimum as the default portfolio; 1 and ≥ 4 threads keep the default."""
     inst = tiny(seed, gpus=4, nodes=2, jobs=5, max_size=2, variability=0.08, locality_penalty=1.3)
     mixed = oc.node_complete_options(inst)
     res = {r for r in oc.capacities(inst) if r[0] in ("g", "n", "all", "set")} | oc.binding_resources(inst, mixed)
     u = offline_cpsat._unit(inst, mixed)
-    assert all(offline_cpsat.exact_params(t, n) is None for t in (1, 4) for n in (False, True))
+    assert all(offline_cpsat.exact_params(t, n, d) is None for t in (1, 4) for n in (False, True) for d in (False, True))
     assert offline_cpsat.exact_params(2, True)["subsolvers"] == ["core", "max_lp"]
+    assert offline_cpsat.exact_params(2, True, True)["subsolvers"] == ["max_lp", "default_lp"]
     assert offline_cpsat.exact_params(2)["subsolvers"] == ["core", "default_lp"]
-    a, b, c = (offline_cpsat.build_and_solve(inst, mixed, res, time_limit=60, threads=2, seed=0, unit=u, sat_params=sp)
-               for sp in (offline_cpsat.exact_params(2, True), offline_cpsat.exact_params(2), None))
-    assert a["status"] == b["status"] == c["status"] == "OPTIMAL"
-    assert a["bound_units"] == b["bound_units"] == c["bound_units"]
+    sols = [offline_cpsat.build_and_solve(inst, mixed, res, time_limit=60, threads=2, seed=0, unit=u, sat_params=sp)
+            for sp in (offline_cpsat.exact_params(2, True), offline_cpsat.exact_params(2, True, True),
+                       offline_cpsat.exact_params(2), None)]
+    assert {s["status"] for s in sols} == {"OPTIMAL"}
+    assert len({s["bound_units"] for s in sols}) == 1
 
 
 def test_offline_result_drops_a_bound_above_its_schedule():

@@ -78,7 +78,7 @@ TWINS = True       # order identical nodes by their first job in the relaxations
 DEADLINE_SHARE = 0.3   # of the limit, at most: latest completions from the incumbent (offline_deadlines) ...
 DEADLINE_S_PER_JOB = 0.35   # ... where that share is at least this per job (30 jobs: 92 relaxations took 12-15 s;
 #                             at 30 s the phase left the 30-job benchmark seed 3 a worse incumbent: docs, follow-up 30)
-DEADLINE_BATCH = 2   # relaxations of the deadlines solved at once, threads // DEADLINE_BATCH workers each (follow-up 37)
+DEADLINE_BATCH = 2   # deadline relaxations solved at once, threads // DEADLINE_BATCH workers each (follow-up 37)
 CORE_SHARE = 0.6   # of the class model's time: core-based workers when the default ones have not proven it
 SKIP_CORE_WITHOUT_SOLUTION = True   # ... unless they found no solution at all (local search gets that time)
 
@@ -101,8 +101,8 @@ def exact_params(threads: int, node_exact: bool = False, deadlines: bool = False
     the whole problem (no LNS worker: the pipeline's incumbent is hinted, complete), or None (the default
     portfolio: it has a core worker from 4 workers on; with 1 the core worker alone is far weaker).
 
-    ``deadlines`` (node-exact and banded models under objective-driven deadlines, :mod:`formulations.offline_deadlines`):
-    ``max_lp`` and ``default_lp``, no core worker. Under the deadlines the LP workers close the bound faster
+    ``deadlines`` (node-exact and banded models under objective-driven deadlines,
+    :mod:`formulations.offline_deadlines`): ``max_lp`` and ``default_lp``, no core worker. Under the deadlines the LP workers close the bound faster
     (docs/oracle-offline.md, follow-up 37; each model captured from the pipeline, 2 threads, CP-SAT seeds 0-5):
     the node-exact models of the 60-s benchmark proven in 9.3-10.6 s against 13.5-15.8 s (30 / 32 seed 3), 5.8-6.1
     against 8.6-8.9 s (50 / 64 seed 0), 6.3-8.3 against 8.6-15.5 s (50 / 64 seed 2), 9.8-14.6 against 12.9-16.9 s
@@ -123,7 +123,10 @@ def exact_params(threads: int, node_exact: bool = False, deadlines: bool = False
     of 2 475.79 (wrong proofs; follow-up 25)."""
     if threads < 2 or threads >= 4:
         return None
-    workers = ["max_lp", "default_lp"] if node_exact and deadlines else ["core", "max_lp" if node_exact else "default_lp"]
+    if node_exact and deadlines:
+        workers = ["max_lp", "default_lp"]
+    else:
+        workers = ["core", "max_lp" if node_exact else "default_lp"]
     return {**SAT_PARAMS, "subsolvers": workers, "num_full_subsolvers": 2}
 
 
@@ -1086,9 +1089,10 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     left; with a time limit and < 4 threads, ``1 − CORE_SHARE`` of that with the default workers, then,
     if unproven, the rest with the core-based ones, which then also solve the later models); where node
     CPUs/memory can bind, the class model split by CPU/memory level with what is left of the class model's
-    time (:func:`refine_levels`); the preemptive LP if the class model is unproven; once it is proven, with enough time (``DEADLINE_SHARE`` of the
-    limit, at least ``DEADLINE_S_PER_JOB`` per job), objective-driven deadlines (:func:`rest_bounds`,
-    :mod:`formulations.offline_deadlines`): the later models keep only options and completions that a schedule
+    time (:func:`refine_levels`); the preemptive LP if the class model is unproven; once it is proven, with
+    enough time (``DEADLINE_SHARE`` of the limit, at least ``DEADLINE_S_PER_JOB`` per job), objective-driven
+    deadlines (:func:`rest_bounds`, :mod:`formulations.offline_deadlines`; relaxations ``DEADLINE_BATCH`` at a
+    time): the later models keep only options and completions that a schedule
     at least as good as the incumbent can have, and their bounds are capped at it (the hybrid rounds and the
     second local search are then skipped); lazy-variability hybrid rounds (at most ``hybrid_rounds``, each
     ``hybrid_share`` of what is left,

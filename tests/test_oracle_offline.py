@@ -1572,7 +1572,8 @@ def test_node_exact_workers_prove_the_same_optimum(seed):
     mixed = oc.node_complete_options(inst)
     res = {r for r in oc.capacities(inst) if r[0] in ("g", "n", "all", "set")} | oc.binding_resources(inst, mixed)
     u = offline_cpsat._unit(inst, mixed)
-    assert all(offline_cpsat.exact_params(t, n, d) is None for t in (1, 4) for n in (False, True) for d in (False, True))
+    assert all(offline_cpsat.exact_params(t, n, d) is None
+               for t in (1, 4) for n in (False, True) for d in (False, True))
     assert offline_cpsat.exact_params(2, True)["subsolvers"] == ["core", "max_lp"]
     assert offline_cpsat.exact_params(2, True, True)["subsolvers"] == ["max_lp", "default_lp"]
     assert offline_cpsat.exact_params(2)["subsolvers"] == ["core", "default_lp"]

@@ -1089,7 +1089,8 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     left; with a time limit and < 4 threads, ``1 − CORE_SHARE`` of that with the default workers, then,
     if unproven, the rest with the core-based ones, which then also solve the later models); where node
     CPUs/memory can bind, the class model split by CPU/memory level with what is left of the class model's
-    time (:func:`refine_levels`); the preemptive LP if the class model is unproven; once it is proven, with
+    time (:func:`refine_levels`); the preemptive LP where the default workers leave the class model unproven
+    (before the core-based ones, within the class model's time); once the class model is proven, with
     enough time (``DEADLINE_SHARE`` of the limit, at least ``DEADLINE_S_PER_JOB`` per job), objective-driven
     deadlines (:func:`rest_bounds`, :mod:`formulations.offline_deadlines`; relaxations ``DEADLINE_BATCH`` at a
     time): the later models keep only options and completions that a schedule
@@ -1197,9 +1198,15 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     # no class solution at all from the default workers (a long loaded queue): the core-based ones do not
     # prove such a model either (PAL's 160-job workloads), so local search takes their time
     skip_core = SKIP_CORE_WITHOUT_SOLUTION and use_ls and sol["choice"] is None
+    if sol["status"] != "OPTIMAL":
+        # the preemptive LP only where the default workers leave the class model unproven, within the class model's
+        # time: below every proven class bound of the 16 benchmark and spread-heavy instances measured, and
+        # 0.3-2.1 s of their preamble (follow-up 37)
+        lb = max(lb, preemptive_lb(inst, left(), time_limit, threads))
     if core and sol["status"] != "OPTIMAL" and not skip_core:
         # not proven by the default workers: the core-based ones for the rest of the class model's time
-        sol2, best, lb = solve_classes(inst, classes, res_cls, best, lb, t_rel * CORE_SHARE, threads, seed, core)
+        sol2, best, lb = solve_classes(inst, classes, res_cls, best, lb, t_rel - (time.perf_counter() - t1), threads,
+                                       seed, core)
         if sol2["choice"] is not None:
             sol = sol2
         loaded = core if sol2["status"] == "OPTIMAL" else None
@@ -1208,10 +1215,6 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
                                            None if t_rel is None else t_rel - (time.perf_counter() - t1), threads, seed,
                                            params, t0, loaded)
     res_cls = class_resources(inst, any(o.level is not None for ol in classes for o in ol))
-    if sol["status"] != "OPTIMAL":
-        # the preemptive LP only where the class model is unproven: below the proven class bound on each of the
-        # 16 benchmark and spread-heavy instances measured, and 0.3-2.1 s of the preamble (follow-up 37)
-        lb = max(lb, preemptive_lb(inst, left(), time_limit, threads))
     # no class solution in its time (a long queue: 160 jobs on 32 GPUs): the node-exact model, far larger,
     # finds none either; local search takes the rest of the time
     ls_rest = use_ls and (mixed_opts is None or sol["choice"] is None)

@@ -68,18 +68,23 @@ def rest_bounds(inst: Instance, upper: float, job_lb: Sequence[float], lower_bou
         return float("inf") if deadline is None else deadline - time.perf_counter()
 
     def bounds(sets: list[list[int]]) -> list[float] | None:
-        # one batch of job sets under the current deadlines; None when out of time
+        # lower bounds of the job sets, ``batch`` at a time, each under the deadlines from before its batch;
+        # None when out of time
         nonlocal calls
-        t = min(sub_limit, time_left())
-        if t <= 0.05:
-            return None
-        calls += len(sets)
-        lat = dict(dl)
+        out: list[float] = []
+        for i in range(0, len(sets), batch):
+            chunk = sets[i:i + batch]
+            t = min(sub_limit, time_left())
+            if t <= 0.05:
+                return None
+            calls += len(chunk)
+            lat = dict(dl)
 
-        def one(S: list[int]) -> float:
-            return lower_bound(S, {k: lat[k] for k in S}, t) if S else 0.0
+            def one(S: list[int]) -> float:
+                return lower_bound(S, {k: lat[k] for k in S}, t) if S else 0.0
 
-        return list(pool.map(one, sets)) if pool is not None and len(sets) > 1 else [one(S) for S in sets]
+            out += pool.map(one, chunk) if pool is not None and len(chunk) > 1 else map(one, chunk)
+        return out
 
     def tighten(j: int, b: float) -> None:
         if b > lower[j]:
@@ -105,13 +110,8 @@ def rest_bounds(inst: Instance, upper: float, job_lb: Sequence[float], lower_bou
         order = sorted(range(n), key=lambda j: (inst.jobs[j].arrival, j))
         if 1 < window < n:
             wins = [order[i:i + window] for i in range(0, n, window)]
-            lbs: list[float] = []
-            for i in range(0, len(wins), batch):
-                bs = bounds(wins[i:i + batch])
-                if bs is None:
-                    break
-                lbs += bs
-            if len(lbs) == len(wins):
+            lbs = bounds(wins)
+            if lbs is not None:
                 part = sum(lbs)
                 sweep([(j, [k for k in W if k != j], part - b) for W, b in zip(wins, lbs) for j in W])
         while time_left() > 0.05 and (max_rounds is None or rounds < max_rounds):

@@ -30,6 +30,14 @@ class Choice:
     options: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Listed:
+    """``typing.Annotated`` metadata: the option is a comma-separated list of numbers, each in ``item``
+    (given to the function as a tuple of floats)."""
+
+    item: L.Range
+
+
 def _bad(msg: str) -> argparse.ArgumentTypeError:
     return argparse.ArgumentTypeError(msg)
 
@@ -170,6 +178,12 @@ def parse_option(fn: Callable[..., Any], name: str, raw: str) -> Any:
         return None
     rng = next((m for m in meta if isinstance(m, L.Range)), None)
     choice = next((m for m in meta if isinstance(m, Choice)), None)
+    listed = next((m for m in meta if isinstance(m, Listed)), None)
+    if listed is not None:
+        parts = raw.split(",")
+        if not raw.strip() or any(not x.strip() for x in parts):
+            raise ValueError(f"expected a comma-separated list of numbers, got {L._short(raw)}")
+        return tuple(float(parse_number(x, listed.item)) for x in parts)
     if base is bool:
         if raw.lower() in _TRUE:
             return True
@@ -247,3 +261,14 @@ def out_path(raw: str) -> str:
     if not os.access(a, os.W_OK | os.X_OK):
         raise _bad(f"{raw}: cannot write in {a}")
     return raw
+
+
+# --------------------------------------------------------------------------- option types shared by plug-ins
+#: a round length in seconds
+RoundS = typing.Annotated[float, L.Range(0, L.TIME.hi, lo_open=True)]
+#: a count of candidates, samples, sweeps... (0 allowed)
+Count = typing.Annotated[int, L.Range(0, 1_000_000, integer=True)]
+#: a fairness weight
+Fairness = typing.Annotated[float, L.Range(0, 1_000)]
+#: a relative price step of the type market
+MarketStep = typing.Annotated[float, L.Range(0, 10, lo_open=True)]

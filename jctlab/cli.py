@@ -149,7 +149,10 @@ def cmd_simulate(a: argparse.Namespace, extra: Sequence[str]) -> int:
     round_s = a.round       # None: the policy's own round length, if it has one (Simulator)
     try:
         with _named_file(inst, a.instance):
-            policy = factory(inst, seed=a.seed, **opts)
+            try:
+                policy = factory(inst, seed=a.seed, **opts)
+            except ValueError as e:  # a policy refusing its options (e.g. Tiresias thresholds not increasing)
+                raise InputError("command line", "--policy", f"{a.policy}: {e}") from None
             sched, rep = simulate(inst, policy, round_s=round_s, method=a.policy)
     except PolicyError as e:
         raise InputError(a.instance, "--policy", str(e)) from None

@@ -233,14 +233,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class _Warnings(logging.Handler):
+    """Library warnings (logger ``jctlab``, e.g. a cache file moved aside) as one ``jctlab: warning:`` line on
+    the standard error of the moment (a caller may have redirected it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"jctlab: warning: {record.getMessage()}", file=sys.stderr)
+
+
 def _log_to_stderr() -> None:
-    """Library warnings (logger ``jctlab``, e.g. a cache file moved aside) as one ``jctlab: warning:`` line."""
     log = logging.getLogger("jctlab")
-    if not any(getattr(h, "_jctlab_cli", False) for h in log.handlers):
-        h = logging.StreamHandler(sys.stderr)
-        h.setFormatter(logging.Formatter("jctlab: warning: %(message)s"))
-        h._jctlab_cli = True  # type: ignore[attr-defined]
-        log.addHandler(h)
+    if not any(isinstance(h, _Warnings) for h in log.handlers):
+        log.addHandler(_Warnings(logging.WARNING))
         log.propagate = False
 
 

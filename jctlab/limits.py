@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -147,31 +146,25 @@ def max_file_bytes() -> int:
 
 
 # --------------------------------------------------------------------------- guarded JSON
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
-_CHUNK = 1 << 22
-
-
-def _max_depth(data: bytes) -> int:
-    """Deepest nesting of ``[``/``{`` in ``data``, brackets inside strings counted too (an overestimate)."""
-    a = np.frombuffer(data, dtype=np.uint8)
-    depth, top = 0, 0
-    for i in range(0, len(a), _CHUNK):
-        c = a[i:i + _CHUNK]
-        step = ((c == 0x5B) | (c == 0x7B)).astype(np.int32) - ((c == 0x5D) | (c == 0x7D))
-        if not step.any():
-            continue
-        run = np.cumsum(step) + depth
-        top = max(top, int(run.max()))
-        depth = int(run[-1])
-    return top
+_KEEP = b'"[]{}'
+_NOT_KEPT = bytes(b for b in range(256) if b not in _KEEP)
+_STEP = np.zeros(256, dtype=np.int64)
+_STEP[[ord("["), ord("{")]] = 1
+_STEP[[ord("]"), ord("}")]] = -1
 
 
 def nesting(data: bytes) -> int:
-    """Deepest nesting of objects and lists in a JSON text (exact: brackets in strings do not count)."""
-    top = _max_depth(data)
-    if top > MAX_DEPTH:  # the fast count includes brackets inside strings: count again without strings
-        top = _max_depth(_STRING.sub(b'""', data))
-    return top
+    """Deepest nesting of objects and lists in a JSON text, brackets inside strings not counted; linear in
+    C (bytes methods and numpy): well under a second for the 83-MB full Philly instance."""
+    # drop escaped characters (an escaped backslash first), so that every quote left opens or closes a string
+    clean = data.replace(b"\\\\", b"").replace(b'\\"', b"") if b"\\" in data else data
+    seq = np.frombuffer(clean.translate(None, _NOT_KEPT), dtype=np.uint8)
+    if seq.size == 0:
+        return 0
+    quote = seq == ord('"')
+    step = _STEP[seq]
+    step[np.cumsum(quote) % 2 == 1] = 0          # after an odd number of quotes: inside a string
+    return max(0, int(np.cumsum(step).max()))
 
 
 def _int(s: str) -> int | float:

@@ -436,6 +436,7 @@ class _InstanceReader(_Reader):
         cpu_mem = None
         if j.get("cpu_mem") is not None:
             cm = self.obj(j["cpu_mem"], f"{p}.cpu_mem")
+            self.extra(cm, {"levels"}, f"{p}.cpu_mem")
             lv = self.count(self.lst(self.get(cm, "levels", f"{p}.cpu_mem"), f"{p}.cpu_mem.levels"),
                             f"{p}.cpu_mem.levels", L.MAX_LEVELS, "levels")
             levels = []
@@ -452,6 +453,7 @@ class _InstanceReader(_Reader):
         ps = None
         if j.get("ps") is not None:
             pr = self.obj(j["ps"], f"{p}.ps")
+            self.extra(pr, {"max_ps", "ps_cpus", "theta"}, f"{p}.ps")
             theta = self.lst(self.get(pr, "theta", f"{p}.ps"), f"{p}.ps.theta")
             if len(theta) != 4:
                 raise self.fail(f"{p}.ps.theta", "expected four overhead terms [t1, t2, t3, t4]")
@@ -497,6 +499,8 @@ class _InstanceReader(_Reader):
 
 class _ScheduleReader(_Reader):
     KNOWN_TOP = {"format", "instance", "method", "segments", "claimed"}
+    KNOWN_SEGMENT = {"job", "start", "end", "gpus", "ps_nodes", "cpus_per_gpu", "mem_gb_per_gpu"}
+    KNOWN_CLAIMED = {"objective", "lower_bound", "status", "runtime_s"}
 
     def read(self, d: Any) -> Schedule:
         d = self.obj(d, "(top level)")
@@ -517,10 +521,12 @@ class _ScheduleReader(_Reader):
             mpg = s.get("mem_gb_per_gpu")
             cpg = None if cpg is None else self.num(cpg, f"{p}.cpus_per_gpu", L.CPUS)
             mpg = None if mpg is None else self.num(mpg, f"{p}.mem_gb_per_gpu", L.MEM_GB)
+            self.extra(s, self.KNOWN_SEGMENT, p)   # unknown segment fields are not kept, but must be finite
             segs.append(Segment(self.str_(self.get(s, "job", p), f"{p}.job"), start, end, Allocation(gpus, psn, cpg, mpg)))
         claimed = None
         if d.get("claimed") is not None:
             c = self.obj(d["claimed"], "claimed")
+            self.extra(c, self.KNOWN_CLAIMED, "claimed")
             obj = c.get("objective")
             lb = c.get("lower_bound")
             rt = c.get("runtime_s")

@@ -54,6 +54,22 @@ POLICIES = ("fifo-firstfit", "las+pal", "fifo+packed-sticky", "srtf+random-nonst
 # ----------------------------------------------------------------------------- base inputs
 
 
+def ps_heavy(problem: str, nodes: int, t4: float, ps_cpus: float, max_ps: int) -> Instance:
+    """A valid instance whose parameter-server jobs have astronomically many placements: 2 GPUs and 64 CPUs
+    per node, ``max_ps`` servers of ``ps_cpus`` CPUs with Optimus' per-server term ``t4``."""
+    gen = static_instance if problem == "static" else offline_instance
+    kw: dict = dict(gpus=2 * nodes, nodes=nodes, jobs=3, ps=True, seed=0)
+    kw.update(sizes=(1, 2)) if problem == "static" else kw.update(max_size=2)
+    d = gen(**kw).to_dict()
+    for n in d["cluster"]["nodes"]:
+        n["cpus"] = 64.0
+    for j in d["jobs"]:
+        if j["ps"]:
+            j["ps"].update(max_ps=max_ps, ps_cpus=ps_cpus)
+            j["ps"]["theta"][3] = t4
+    return Instance.from_dict(d)
+
+
 @lru_cache(maxsize=None)
 def bases() -> dict[str, dict[str, Any]]:
     """Small valid instances of every class and feature: solved in well under a second."""
@@ -66,6 +82,7 @@ def bases() -> dict[str, dict[str, Any]]:
         "preemptive": offline_instance(gpus=4, nodes=2, jobs=4, problem="preemptive", max_size=2, seed=3,
                                        duration_h=(0.1, 0.5), interarrival_s=600).to_dict(),
         "rich": rich,
+        "ps-heavy": ps_heavy("offline", 2, 0.0, 0.0, 1024).to_dict(),
     }
 
 
@@ -233,8 +250,12 @@ MAYBE_NUMBER = ("0", "1.5", "1e-9", "60", "99999999999", "2")
 @dataclass(frozen=True)
 class Flag:
     name: str
-    kind: str            # "number" | "text" | "choice"
+    kind: str            # "number" | "text" | "list"
     valid: tuple[str, ...]
+
+
+#: values that no flag of a kind takes
+BAD_TEXT = {"text": ("", " "), "list": ("", ",", "a,,b", " ")}
 
 
 VERB_FLAGS = {
@@ -244,13 +265,13 @@ VERB_FLAGS = {
     "static": (Flag("--gpus", "number", ("4", "8")), Flag("--nodes", "number", ("1", "2")),
                Flag("--jobs", "number", ("2", "3")), Flag("--variability", "number", ("0", "0.1")),
                Flag("--locality-penalty", "number", ("1", "1.5")), Flag("--interference", "number", ("0", "0.2")),
-               Flag("--seed", "number", ("0", "1")), Flag("--types", "text", ("v100", "v100,k80")),
-               Flag("--sizes", "text", ("1", "1,2")), Flag("--name", "text", ("x",))),
+               Flag("--seed", "number", ("0", "1")), Flag("--types", "list", ("v100", "v100,k80")),
+               Flag("--sizes", "list", ("1", "1,2")), Flag("--name", "text", ("x", ",", "a b"))),
     "offline": (Flag("--gpus", "number", ("4", "8")), Flag("--jobs", "number", ("2", "4")),
                 Flag("--interarrival", "number", ("600",)), Flag("--min-hours", "number", ("0.1",)),
                 Flag("--max-hours", "number", ("0.5", "1")), Flag("--max-size", "number", ("2",)),
                 Flag("--elastic", "number", ("0", "0.5")), Flag("--restart", "number", ("0", "30")),
-                Flag("--types", "text", ("v100,p100",)), Flag("--name", "text", ("y",))),
+                Flag("--types", "list", ("v100,p100",)), Flag("--name", "text", ("y",))),
 }
 #: options of plug-ins: (flag, kind, valid values, bad values)
 METHOD_OPTIONS = {
@@ -315,7 +336,7 @@ def _flag_values(draw: Any, case: Case, flags: tuple[Flag, ...]) -> None:
             if v in BAD_NUMBER:
                 case.expect = "bad"
         else:
-            v = draw(st.sampled_from(("", ",", "a,,b", " ")))
+            v = draw(st.sampled_from(BAD_TEXT[f.kind]))
             case.expect = "bad"
         case.argv += [f.name, v]
         case.notes.append(f"{f.name}={v!r}")
@@ -532,6 +553,36 @@ def materialize(case: Case, root: Path) -> list[str]:
     return [a.replace("{dir}", str(root)) for a in case.argv]
 
 
+class Overrun(BaseException):
+    """Raised by the watchdog in a case that runs far past its limit (so that a fuzz run never hangs)."""
+
+
+WATCHDOG_S = 30.0      # beyond its limit (or NO_LIMIT_S), a case is stopped
+
+
+@contextlib.contextmanager
+def watchdog(seconds: float):
+    """SIGALRM after ``seconds`` raises :class:`Overrun` in Python code (C code, e.g. a solver, runs on
+    until its own limit); a no-op outside the main thread."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(*_: Any) -> None:
+        raise Overrun()
+
+    old = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
 def run_in_process(case: Case, root: Path) -> Outcome:
     from jctlab.cli import main
 
@@ -542,8 +593,11 @@ def run_in_process(case: Case, root: Path) -> Outcome:
             contextlib.redirect_stderr(err):
         warnings.simplefilter("always")
         try:
-            code: int | None = main(argv)
+            with watchdog((case.limit_s or NO_LIMIT_S) + WATCHDOG_S):
+                code: int | None = main(argv)
             tb = None
+        except Overrun:
+            code, tb = -1, None
         except SystemExit as e:   # argparse's --help / --version
             code, tb = (e.code if isinstance(e.code, int) else 0), None
         except BaseException:     # noqa: BLE001 - a traceback is what the fuzzer looks for
@@ -574,6 +628,8 @@ def _error_lines(stderr: str) -> list[str]:
 def judge(case: Case, o: Outcome, root: Path) -> list[str]:
     """Every property the case breaks (empty: it passed)."""
     bad: list[str] = []
+    if o.code == -1:
+        return ["over-time", "stopped-by-watchdog"]
     if o.error is not None or o.code is None:
         return ["traceback"]
     if "Traceback" in o.stderr:

@@ -16,28 +16,12 @@ import time
 import pytest
 
 import oracle
-from jctlab.generators import offline_instance, static_instance
-from jctlab.model import Instance
 from jctlab.replay import replay
 
-from .fuzzing import warm_up
+from .fuzzing import ps_heavy, warm_up
 
 LIMIT = 1.0
 SLACK = 2.0
-
-
-def ps_heavy(problem: str, nodes: int, t4: float, ps_cpus: float, max_ps: int) -> Instance:
-    gen = static_instance if problem == "static" else offline_instance
-    kw: dict = dict(gpus=2 * nodes, nodes=nodes, jobs=3, ps=True, seed=0)
-    kw.update(sizes=(1, 2)) if problem == "static" else kw.update(max_size=2)
-    d = gen(**kw).to_dict()
-    for n in d["cluster"]["nodes"]:
-        n["cpus"] = 64.0
-    for j in d["jobs"]:
-        if j["ps"]:
-            j["ps"].update(max_ps=max_ps, ps_cpus=ps_cpus)
-            j["ps"]["theta"][3] = t4
-    return Instance.from_dict(d)
 
 
 HOSTILE = {

@@ -160,7 +160,7 @@ def _base(hint: Any, default: Any) -> tuple[Any, bool]:
         if type(None) in args:
             optional = True
             rest = [a for a in args if a is not type(None)]
-            hint = rest[0] if len(rest) == 1 else None
+            hint = rest[0] if len(rest) == 1 else (str if str in rest else None)   # text covers the others
         if hint in (int, float, bool, str):
             return hint, optional
         return None, optional

@@ -132,7 +132,7 @@ def check_covers(name: str, inst: Instance) -> None:
 
 def _method(name: str) -> Callable[..., Result]:
     def fn(inst: Instance, *, time_limit: float | None = None, threads: int = 1, seed: int = 0,
-           hint: Schedule | None = None, cache: Any = None, warm: bool = True) -> Result:
+           hint: Schedule | None = None, cache: str | bool | None = None, warm: bool = True) -> Result:
         check_covers(name, inst)
         options = {} if warm else {"warm": False}
         return cached_call(cache, inst, name, dict(time_limit=time_limit, threads=threads, seed=seed, **options),

@@ -48,9 +48,9 @@ def parse_number(raw: str, rng: L.Range) -> float | int:
     try:
         x = float(s)
     except ValueError:
-        raise ValueError(f"expected {'an integer' if rng.integer else 'a number'}, got {L._short(raw)}") from None
+        raise ValueError(f"expected {'an integer' if rng.integer else 'a number'}, got {L.shorten(raw)}") from None
     if not math.isfinite(x):
-        raise ValueError(f"must be finite, got {L._short(raw)}")
+        raise ValueError(f"must be finite, got {L.shorten(raw)}")
     why = rng.problem(x)
     if why is not None:
         raise ValueError(why)
@@ -95,7 +95,7 @@ def names(raw: str) -> list[str]:
     """A comma-separated list of at least one non-empty name."""
     out = [x.strip() for x in raw.split(",")]
     if not raw.strip() or any(not x for x in out):
-        raise _bad(f"expected a comma-separated list of names, got {L._short(raw)}")
+        raise _bad(f"expected a comma-separated list of names, got {L.shorten(raw)}")
     return out
 
 
@@ -106,7 +106,7 @@ def integers(lo: int, hi: int) -> Callable[[str], list[int]]:
     def parse(raw: str) -> list[int]:
         parts = [x for x in raw.split(",")]
         if not raw.strip() or any(not x.strip() for x in parts):
-            raise _bad(f"expected a comma-separated list of integers, got {L._short(raw)}")
+            raise _bad(f"expected a comma-separated list of integers, got {L.shorten(raw)}")
         try:
             return [int(parse_number(x, item)) for x in parts]
         except ValueError as e:
@@ -127,7 +127,7 @@ def _coerce(v: str) -> Any:
         except ValueError:
             continue
         if isinstance(x, float) and not math.isfinite(x):
-            raise ValueError(f"must be finite, got {L._short(v)}")
+            raise ValueError(f"must be finite, got {L.shorten(v)}")
         return x
     if v.lower() in ("true", "false"):
         return v.lower() == "true"
@@ -182,14 +182,14 @@ def parse_option(fn: Callable[..., Any], name: str, raw: str) -> Any:
     if listed is not None:
         parts = raw.split(",")
         if not raw.strip() or any(not x.strip() for x in parts):
-            raise ValueError(f"expected a comma-separated list of numbers, got {L._short(raw)}")
+            raise ValueError(f"expected a comma-separated list of numbers, got {L.shorten(raw)}")
         return tuple(float(parse_number(x, listed.item)) for x in parts)
     if base is bool:
         if raw.lower() in _TRUE:
             return True
         if raw.lower() in _FALSE:
             return False
-        raise ValueError(f"expected true or false, got {L._short(raw)}")
+        raise ValueError(f"expected true or false, got {L.shorten(raw)}")
     if base in (int, float):
         r = rng or L.Range(-math.inf, math.inf, integer=base is int)
         if base is int and not r.integer:
@@ -197,7 +197,7 @@ def parse_option(fn: Callable[..., Any], name: str, raw: str) -> Any:
         return parse_number(raw, r)
     if base is str or choice is not None:
         if choice is not None and raw not in choice.options:
-            raise ValueError(f"must be one of {'|'.join(choice.options)}, got {L._short(raw)}")
+            raise ValueError(f"must be one of {'|'.join(choice.options)}, got {L.shorten(raw)}")
         if not raw:
             raise ValueError("must not be empty")
         return raw

@@ -43,7 +43,7 @@ class Range:
         if self.zero and x == 0:
             return None
         if x < self.lo or (self.lo_open and x == self.lo) or x > self.hi:
-            return f"must be {self.describe()}, got {_short(x)}"
+            return f"must be {self.describe()}, got {shorten(x)}"
         return None
 
     def describe(self) -> str:
@@ -55,7 +55,7 @@ def _g(x: float) -> str:
     return f"{x:g}" if not float(x).is_integer() or abs(x) >= 1e6 else str(int(x))
 
 
-def _short(x: Any) -> str:
+def shorten(x: Any) -> str:
     s = repr(x)
     return s if len(s) <= 40 else s[:37] + "..."
 

@@ -275,7 +275,7 @@ class _Reader:
         except OverflowError:
             x = math.inf
         if not math.isfinite(x):
-            raise self.fail(path, f"must be finite, got {L._short(v)}")
+            raise self.fail(path, f"must be finite, got {L.shorten(v)}")
         why = rng.problem(x)
         if why is not None:
             raise self.fail(path, why)
@@ -286,9 +286,9 @@ class _Reader:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise self.fail(path, f"expected an integer, got {_kind(v)}")
         if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()):
-            raise self.fail(path, f"expected an integer, got {L._short(v)}")
+            raise self.fail(path, f"expected an integer, got {L.shorten(v)}")
         if not lo <= v <= hi:
-            raise self.fail(path, f"must be in [{lo}, {hi}], got {L._short(v)}")
+            raise self.fail(path, f"must be in [{lo}, {hi}], got {L.shorten(v)}")
         return int(v)
 
     def opt_obj(self, v: Any, path: str) -> dict:

@@ -65,3 +65,72 @@ def test_solve_ends_within_its_limit_on_hostile_instances(case, method):
     if r is not None and r.schedule is not None:
         rep = replay(inst, r.claimed_schedule())
         assert rep.valid and math.isclose(rep.objective, r.objective, rel_tol=1e-9)
+
+
+# ----------------------------------------------------------------------------- the rules that bound the work
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from formulations import brute  # noqa: E402
+from formulations.common import _pareto_loop, _pareto_np  # noqa: E402
+from jctlab.generators import offline_instance  # noqa: E402
+from jctlab.model import Job, PSConfig  # noqa: E402
+from jctlab.resources import ps_placements  # noqa: E402
+from jctlab.speed import ps_counts, ps_overhead_s  # noqa: E402
+
+_theta = st.tuples(*[st.sampled_from([0.0, 1e-4, 0.001, 0.0074, 0.02, 0.5])] * 4)
+
+
+def _ps_job(theta, max_ps, ps_cpus):
+    return Job("j", 0.0, 32.0, 100.0, {"v100": 100.0}, ps=PSConfig(max_ps, ps_cpus, tuple(theta)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(theta=_theta, n=st.integers(1, 32), max_ps=st.integers(1, 200), ps_cpus=st.sampled_from([0.0, 2.0]))
+def test_ps_counts_end_at_the_smallest_minimiser_of_the_overhead(theta, n, max_ps, ps_cpus):
+    job = _ps_job(theta, max_ps, ps_cpus)
+    r = ps_counts(job, n)
+    over = [ps_overhead_s(job.ps.theta, n, p) for p in range(1, max_ps + 1)]
+    best = 1 + over.index(min(over))
+    assert r[-1] == best and (r[0] == (best if ps_cpus == 0 else 1))
+
+
+@settings(max_examples=60, deadline=None)
+@given(theta=_theta, n=st.integers(1, 8), max_ps=st.integers(1, 8), nodes=st.integers(1, 5),
+       limit=st.integers(1, 80))
+def test_ps_placements_are_bounded_and_complete_when_they_say_so(theta, n, max_ps, nodes, limit):
+    import itertools
+
+    job = _ps_job(theta, max_ps, 1.0)
+    pool = [f"n{i}" for i in range(nodes)]
+    got, complete = ps_placements(job, n, pool[:1], pool, limit=limit)
+    every = {ps for p in ps_counts(job, n) for ps in itertools.combinations_with_replacement(pool, p)}
+    assert len(got) <= limit and len(set(got)) == len(got) and set(got) <= every
+    assert complete == (set(got) == every)
+    assert got[0] == (pool[0],) * ps_counts(job, n)[-1]          # the fastest count, on the job's GPU node
+
+
+def test_dropping_dominated_server_counts_keeps_the_brute_force_optimum(monkeypatch):
+    """Brute force with 1..p* servers equals brute force with every count 1..max_ps (ps_counts is exact)."""
+    for seed in range(3):
+        d = offline_instance(gpus=4, nodes=2, jobs=3, ps=True, seed=seed, max_size=2).to_dict()
+        for j in d["jobs"]:
+            if j["ps"]:
+                j["ps"]["max_ps"] = 4
+                j["ps"]["theta"][3] = 0.004      # p* = 1 or 2: counts 3 and 4 are dropped
+        inst = __import__("jctlab.model", fromlist=["Instance"]).Instance.from_dict(d)
+        fast = brute.solve(inst).objective
+        monkeypatch.setattr(brute, "ps_counts", lambda job, n: range(1, job.ps.max_ps + 1))
+        full = brute.solve(inst).objective
+        monkeypatch.undo()
+        assert fast == pytest.approx(full, rel=1e-12)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.sampled_from("abc"), min_size=1, max_size=3, unique=True),
+                          st.lists(st.sampled_from([0.0, 1.0, 2.0]), min_size=3, max_size=3),
+                          st.sampled_from([1.0, 2.0, 3.0])), min_size=17, max_size=300))
+def test_vectorised_pareto_keeps_what_the_loop_keeps(rows):
+    opts = [((i,), {v: c[k] for k, v in enumerate(nodes)}, {nodes[0]: c[-1]}, dur)
+            for i, (nodes, c, dur) in enumerate(rows)]
+    assert _pareto_np(opts) == _pareto_loop(opts)

@@ -2,7 +2,7 @@
 verb, in-process for speed, plus a few through the installed command. ``make fuzz`` runs the long version
 (scripts/fuzz.py) and prints the count of each outcome. Derandomized: the same cases on every run.
 
-JCTLAB_FUZZ_EXAMPLES sets the number of in-process cases (default 80).
+JCTLAB_FUZZ_EXAMPLES sets the number of in-process cases (default 400).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from .fuzzing import cases, run_and_judge
 
-EXAMPLES = int(os.environ.get("JCTLAB_FUZZ_EXAMPLES", "80"))
+EXAMPLES = int(os.environ.get("JCTLAB_FUZZ_EXAMPLES", "400"))
 FUZZ = settings(max_examples=EXAMPLES, derandomize=True, database=None, deadline=None,
                 phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
 
@@ -25,7 +25,7 @@ def test_every_input_gets_a_clear_answer_in_time(case):
     assert not failures, f"{failures}: {case.describe()}\nstderr: {o.stderr[-1500:]}\n{o.error or ''}"
 
 
-@settings(FUZZ, max_examples=4)
+@settings(FUZZ, max_examples=6)
 @given(case=cases({"replay": 1, "simulate": 1, "make-instance": 1}))
 def test_the_installed_command_too(case):
     o, failures = run_and_judge(case, in_process=False)

@@ -94,13 +94,21 @@ class Doc:
 
     obj: Any
     raws: dict[str, str] = field(default_factory=dict)
-    bad: bool = False
+    nonsense: set[str] = field(default_factory=set)     # placeholders whose text makes the document bad
     notes: list[str] = field(default_factory=list)
 
-    def splice(self, text: str) -> str:
+    def splice(self, text: str, bad: bool = False) -> str:
         key = _RAW.format(len(self.raws))
         self.raws[key] = text
+        if bad:
+            self.nonsense.add(key)
         return key
+
+    @property
+    def bad(self) -> bool:
+        """Whether a nonsense splice is still in the document (a later mutation may have removed it)."""
+        s = json.dumps(self.obj)
+        return any(json.dumps(k) in s for k in self.nonsense)
 
     def text(self) -> bytes:
         s = json.dumps(self.obj)
@@ -149,16 +157,15 @@ def mutated(draw: Any, base: Any, kind: str) -> Doc:
                 continue
             p, _ = draw(st.sampled_from(nums))
             pool = draw(st.sampled_from(("bad", "range", "maybe", "maybe")))
+            bad = False
             if pool == "bad":
-                raw = draw(st.sampled_from(NOT_A_NUMBER))
-                doc.bad = True
+                raw, bad = draw(st.sampled_from(NOT_A_NUMBER)), True
             elif pool == "range":
                 raw = draw(st.sampled_from(OUT_OF_EVERY_RANGE))
-                free = kind == "schedule" and (p[-1] in _SCHEDULE_FREE or raw == "1e300")
-                doc.bad = doc.bad or not free
+                bad = not (kind == "schedule" and (p[-1] in _SCHEDULE_FREE or raw == "1e300"))
             else:
                 raw = draw(st.sampled_from(MAYBE))
-            _set(doc.obj, p, doc.splice(raw))
+            _set(doc.obj, p, doc.splice(raw, bad))
             doc.notes.append(f"{'.'.join(map(str, p))}={raw[:20]}")
         elif op == "container":
             cons = [(p, v) for p, v in paths if isinstance(v, (dict, list))]
@@ -167,9 +174,7 @@ def mutated(draw: Any, base: Any, kind: str) -> Doc:
             p, v = draw(st.sampled_from(cons))
             other = draw(st.sampled_from(("0", "false", '""', '"x"', "null", "[]", "{}")))
             same = (other == "[]" and isinstance(v, list)) or (other == "{}" and isinstance(v, dict))
-            if other != "null" and not same:
-                doc.bad = True
-            _set(doc.obj, p, doc.splice(other))
+            _set(doc.obj, p, doc.splice(other, other != "null" and not same))
             doc.notes.append(f"{'.'.join(map(str, p))}={other}")
         elif op == "string":
             strs = [(p, v) for p, v in paths if isinstance(v, str)]
@@ -178,8 +183,7 @@ def mutated(draw: Any, base: Any, kind: str) -> Doc:
             p, _ = draw(st.sampled_from(strs))
             raw = draw(st.sampled_from(NOT_A_STRING))
             # null is the default of the optional strings (class, model); every other string is required
-            doc.bad = doc.bad or not (raw == "null" and p[-1] in ("class", "model"))
-            _set(doc.obj, p, doc.splice(raw))
+            _set(doc.obj, p, doc.splice(raw, not (raw == "null" and p[-1] in ("class", "model"))))
             doc.notes.append(f"{'.'.join(map(str, p))}={raw}")
         elif op == "delete":
             keys = [(p, v) for p, v in paths if isinstance(p[-1], str)]
@@ -194,15 +198,14 @@ def mutated(draw: Any, base: Any, kind: str) -> Doc:
             key = draw(st.sampled_from(("x_extra", "zz", "tracked", "source")))
             if key in v:
                 continue
-            v[key] = doc.splice(raw)
-            doc.bad = doc.bad or raw in ("NaN", "1e400", "[Infinity]")
+            v[key] = doc.splice(raw, raw in ("NaN", "1e400", "[Infinity]"))
             doc.notes.append(f"{'.'.join(map(str, p + (key,)))}={raw}")
         else:  # deep: nesting beyond the limit (64) is refused; within it an unknown field is kept
             objs = [(p, v) for p, v in _paths(doc.obj) if isinstance(v, dict)]
             p, v = draw(st.sampled_from(objs))
             depth = draw(st.sampled_from((5, 40, 100, 5000)))
-            v["deep_extra"] = doc.splice("[" * depth + "]" * depth)
-            doc.bad = doc.bad or depth + len(p) + 1 > 64
+            key = f"deep_extra{len(doc.raws)}"        # a key of its own: another mutation must not replace it
+            v[key] = doc.splice("[" * depth + "]" * depth, depth + len(p) + 1 > 64)
             doc.notes.append(f"deep {depth}")
     return doc
 

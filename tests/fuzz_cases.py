@@ -50,6 +50,15 @@ def ps_heavy(problem: str, nodes: int, t4: float, ps_cpus: float, max_ps: int) -
     return Instance.from_dict(d)
 
 
+def extreme(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` with its first job at the far end of every range (1e12 iterations of batch 1e9 at 1e-6 samples/s:
+    1e27 s on any GPU, beyond a MILP solver's infinity) and its second one almost free."""
+    d = json.loads(json.dumps(d))
+    d["jobs"][0].update(iterations=1e12, batch=1e9, samples_per_s={t: 1e-6 for t in d["jobs"][0]["samples_per_s"]})
+    d["jobs"][1]["iterations"] = 1e-3
+    return d
+
+
 @lru_cache(maxsize=None)
 def bases() -> dict[str, dict[str, Any]]:
     """Small valid instances of every class and feature: solved in well under a second."""
@@ -63,6 +72,7 @@ def bases() -> dict[str, dict[str, Any]]:
                                        duration_h=(0.1, 0.5), interarrival_s=600).to_dict(),
         "rich": rich,
         "ps-heavy": ps_heavy("offline", 2, 0.0, 0.0, 1024).to_dict(),
+        "extreme": extreme(tiny_dict()),
     }
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from jctlab.model import load_instance, load_schedule
 
-from .fuzz_cases import METHODS, Case, bases, cases, ps_heavy, schedule_of
+from .fuzz_cases import METHODS, Case, bases, cases, extreme, ps_heavy, schedule_of
 
 NO_LIMIT_S = 10.0      # a run of a verb without a time limit may take this long
 SLACK_S = 2.0          # a run with a time limit may take this much longer
@@ -216,4 +216,4 @@ def run_and_judge(case: Case, in_process: bool = True) -> tuple[Outcome, list[st
 
 
 __all__ = ["Case", "Outcome", "cases", "run_and_judge", "run_in_process", "run_subprocess", "judge", "outcome_name",
-           "bases", "schedule_of", "ps_heavy", "warm_up", "materialize"]
+           "bases", "schedule_of", "ps_heavy", "extreme", "warm_up", "materialize"]

@@ -464,3 +464,19 @@ def test_the_installed_command_answers_hostile_files_in_one_line(tmp_path):
                             "--out", str(tmp_path / "o.json")], capture_output=True, text=True, timeout=120)
         assert p.returncode == 2 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
         assert str(f) in p.stderr and not (tmp_path / "o.json").exists()
+
+
+def test_far_future_starts_replay_without_floating_point_warnings(tmp_path, capsys):
+    """A valid schedule may start a job at 1e300 s: its metrics overflow to inf (null in JSON), silently."""
+    import warnings
+
+    from jctlab.metrics import jain
+
+    inst = write(tmp_path / "i.json", tiny_dict())
+    s = {"format": "jctlab.schedule/1", "instance": "tiny", "segments": [
+        {"job": "a", "start": 0, "gpus": ["n0:0"]}, {"job": "b", "start": 1e300, "gpus": ["n0:1"]}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        code, out, err = run(capsys, "replay", inst, write(tmp_path / "s.json", s), "--json")
+    assert code == 0 and err == "" and json.loads(out)["valid"] is True
+    assert jain([1e300, 1e300]) == 1.0 and jain([1e300, 0.0]) == pytest.approx(0.5)

@@ -411,12 +411,18 @@ def replay_case(draw: Any) -> Case:
     return case
 
 
+def _plugin_case(draw: Any, verb: str, flag: str, names: tuple[str, ...]) -> tuple[Case, str, str]:
+    """(case, base instance, plug-in name) of ``verb INSTANCE flag NAME`` with a fuzzed instance file."""
+    inst, bad, notes, base = draw(instance_input())
+    name = draw(st.sampled_from(names + (f"bogus-{verb}",)))
+    case = Case(verb, [verb, "{dir}/inst.json", flag, name], {"inst.json": inst},
+                "bad" if bad or name.startswith("bogus-") else "any", notes=notes + [name])
+    return case, base, name
+
+
 @st.composite
 def simulate_case(draw: Any) -> Case:
-    inst, bad, notes, base = draw(instance_input())
-    policy = draw(st.sampled_from(POLICIES + ("bogus-policy",)))
-    case = Case("simulate", ["simulate", "{dir}/inst.json", "--policy", policy], {"inst.json": inst},
-                "bad" if bad or policy == "bogus-policy" else "any", notes=notes + [policy])
+    case, _, policy = _plugin_case(draw, "simulate", "--policy", POLICIES)
     _flag_values(draw, case, VERB_FLAGS["simulate"])
     _plugin_options(draw, case, POLICY_OPTIONS, policy)
     if draw(st.integers(0, 9)) == 0:
@@ -431,10 +437,7 @@ def simulate_case(draw: Any) -> Case:
 
 @st.composite
 def solve_case(draw: Any) -> Case:
-    inst, bad, notes, base = draw(instance_input())
-    method = draw(st.sampled_from(METHODS + ("bogus-method",)))
-    case = Case("solve", ["solve", "{dir}/inst.json", "--method", method], {"inst.json": inst},
-                "bad" if bad or method == "bogus-method" else "any", notes=notes + [method])
+    case, base, method = _plugin_case(draw, "solve", "--method", METHODS)
     flags = VERB_FLAGS["solve"]
     _flag_values(draw, case, flags[1:])
     if draw(st.integers(0, 5)) == 0:

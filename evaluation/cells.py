@@ -133,7 +133,7 @@ def _instance_from_dict(sha: str, d: dict) -> Instance:
 
 def _base_row(task: CellTask) -> dict[str, Any]:
     return {"key": task.key, "instance": task.instance_name, "instance_sha256": task.source.sha256,
-            "method": task.method.label, "kind": task.method.kind, "seed": task.seed,
+            "method": task.method.label, "kind": task.method.kind, "source": task.method.source, "seed": task.seed,
             "time_limit_s": task.time_limit if task.method.kind == SOLVER else None,
             "threads": task.threads if task.method.kind == SOLVER else 1, "jctlab_version": __version__,
             "status": "error", "valid": False, "objective": None, "lower_bound": None, "bound_class": None,

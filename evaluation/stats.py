@@ -84,8 +84,10 @@ def summarize(table: pd.DataFrame, baseline: str | None = None) -> pd.DataFrame:
 
 
 def best_baseline(table: pd.DataFrame) -> str | None:
-    """The policy with the lowest mean objective ratio to the reference over the cells it ran well."""
-    pol = table[(table["kind"] == "policy") & (table["valid"] == True) & table["gap"].notna()]  # noqa: E712
+    """The registered policy (a user's module:factory is no baseline) with the lowest mean gap over the
+    cells it ran well."""
+    pol = table[(table["kind"] == "policy") & (table["source"] != "module") & (table["valid"] == True)  # noqa: E712
+                & table["gap"].notna()]
     if pol.empty:
         return None
     return str(pol.groupby("method")["gap"].mean().idxmin())

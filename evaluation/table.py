@@ -1,7 +1,8 @@
 """The tidy results table (one row per cell) and its plain-text renderings.
 
 Columns: suite, suite_version, instance, family, draw, seed, class, jobs, gpus, nodes, gpu_types, method,
-kind (solver or policy), status, valid, objective, lower_bound, the SPEC metrics, ref_kind, ref_value,
+kind (solver or policy), source (registry or
+module), status, valid, objective, lower_bound, the SPEC metrics, ref_kind, ref_value,
 ref_class, gap, gap_text, violation, runtime_s, decisions, latency_p50_ms / p99 / max / mean, error, key,
 schedule. Gaps are taken here, from the suite's references, never stored in the cells: rebuilding a
 suite's references changes the gaps, not the cells.
@@ -20,7 +21,7 @@ from .stats import per_seed, summarize
 from .suites import Suite
 
 COLUMNS = ("suite", "suite_version", "instance", "family", "draw", "seed", "class", "jobs", "gpus", "nodes",
-           "gpu_types", "method", "kind", "status", "valid", "objective", "lower_bound", *METRICS, "ref_kind",
+           "gpu_types", "method", "kind", "source", "status", "valid", "objective", "lower_bound", *METRICS, "ref_kind",
            "ref_value", "ref_class", "gap", "gap_text", "violation", "runtime_s", "cell_s", "decisions",
            "latency_p50_ms", "latency_p99_ms", "latency_max_ms", "latency_mean_ms", "threads", "time_limit_s",
            "jctlab_version", "error", "key", "schedule")

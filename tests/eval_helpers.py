@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
+import tempfile
+from functools import lru_cache
 from pathlib import Path
 
 from evaluation.build import BuildOptions, build
@@ -25,6 +29,14 @@ TINY = {
     ],
     "instances": [],
 }
+
+
+@lru_cache(maxsize=None)
+def tiny_suite_path() -> Path:
+    """The tiny suite, built once per test session (removed at exit); tests must not change its files."""
+    d = Path(tempfile.mkdtemp(prefix="jctlab-tiny-suite-"))
+    atexit.register(shutil.rmtree, d, True)
+    return make_tiny_suite(d)
 
 
 def make_tiny_suite(folder: Path) -> Path:

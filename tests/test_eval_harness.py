@@ -19,14 +19,14 @@ from evaluation.store import read_rows
 from evaluation.suites import load_suite
 from jctlab.errors import InputError
 
-from .eval_helpers import SLOW_POLICY, make_tiny_suite
+from .eval_helpers import SLOW_POLICY, tiny_suite_path
 
 JCTLAB = [sys.executable, "-m", "jctlab.cli"]
 
 
 @pytest.fixture(scope="module")
-def tiny_suite(tmp_path_factory):
-    return make_tiny_suite(tmp_path_factory.mktemp("suite"))
+def tiny_suite():
+    return tiny_suite_path()
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from evaluation.suites import Reference, load_suite, read_suite
 from jctlab.cli import main
 from jctlab.errors import InputError
 
-from .eval_helpers import make_tiny_suite
+from .eval_helpers import tiny_suite_path
 
 
 def ref(kind, value, cls):
@@ -65,8 +65,8 @@ def test_bursty_instance_is_deterministic_and_bursty():
 
 
 @pytest.fixture(scope="module")
-def tiny_suite(tmp_path_factory):
-    return make_tiny_suite(tmp_path_factory.mktemp("suite"))
+def tiny_suite():
+    return tiny_suite_path()
 
 
 def test_built_suite_has_sound_references(tiny_suite):
@@ -87,8 +87,8 @@ def test_suite_check_catches_a_doctored_bound(tiny_suite, tmp_path, capsys):
     lb = next(r for r in inst["references"] if r["kind"] == "lb")
     best = next(r for r in inst["references"] if r["kind"] == "best")
     lb["value"] = best["value"] * 1.01          # a bound raised above a known schedule
-    doctored = tiny_suite.parent / "doctored.json"
-    (tiny_suite.parent / "doctored").symlink_to(tiny_suite.parent / "tiny")
+    doctored = tmp_path / "doctored.json"
+    (tmp_path / "doctored").symlink_to(tiny_suite.parent / "tiny")
     d["name"] = "doctored"
     doctored.write_text(json.dumps(d))
     with pytest.raises(InputError, match="lb .* is above best"):    # the manifest reader refuses it...

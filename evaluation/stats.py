@@ -58,7 +58,8 @@ def summarize(table: pd.DataFrame, baseline: str | None = None) -> pd.DataFrame:
     rows = []
     best_base = baseline or best_baseline(table)
     for (suite, method), g in table.groupby(["suite", "method"], sort=False):
-        g = g[g["status"] != "n/a"]       # the method does not apply to these instances' class
+        # n/a: the method does not apply to these instances' class; bound_only: a bound, by design no schedule
+        g = g[~g["status"].isin(("n/a", "bound_only"))]
         if g.empty:
             continue
         ok = g[g["valid"] == True]  # noqa: E712 - a column of True/False/None

@@ -248,7 +248,8 @@ def _verify_schedule(suite: Suite, si: SuiteInstance, inst: Instance, r: Referen
         _, rep = simulate(inst, registry.policy_factory(r.method)(inst, seed=si.seed), method=r.method)
         value, how = rep.objective, "re-simulated"
     else:
-        out.append(Finding(si.name, r.kind != "opt" or False,
+        # a best value is only a claim; an optimum without its schedule must be re-proven (--reprove)
+        out.append(Finding(si.name, r.kind != "opt",
                            f"{r.kind} {r.value:.10g}: no schedule shipped (check it with --reprove)"))
         return None, where
     if value is None:

@@ -77,8 +77,9 @@ def test_built_suite_has_sound_references(tiny_suite):
         assert kinds in (["opt"], ["lb", "best"], ["lb"], ["best"])
         if si.problem == "preemptive":
             assert "opt" not in kinds and si.difficulty == "open"   # no exact preemptive oracle
-    findings = check(s)
+    findings = check(s, reprove=True)
     assert findings and all(f.ok for f in findings), [f.message for f in findings if not f.ok]
+    assert sum("re-proven" in f.message for f in findings) == sum(i.reference("opt") is not None for i in s.instances)
 
 
 def test_suite_check_catches_a_doctored_bound(tiny_suite, tmp_path, capsys):

@@ -116,13 +116,19 @@ def build(suite: Suite, opts: BuildOptions) -> Suite:
         instances.append((replace(got[0], draw=kept.get(c.family, 0)), got[1]))
         kept[c.family] = kept.get(c.family, 0) + 1
     new = _ship(suite, instances, opts.work)
-    changed = [i.to_dict() for i in suite.instances] != [i.to_dict() for i in new.instances]
+    changed = [_signature(i) for i in suite.instances] != [_signature(i) for i in new.instances]
     new = replace(new, version=suite.version + (1 if changed and suite.instances else 0))
     new.save(suite.path)
     return new
 
 
 RefRows = list[tuple[Reference, dict[str, Any]]]
+
+
+def _signature(si: SuiteInstance) -> tuple:
+    """What a suite version stands for: the instances and their reference kinds, classes and values
+    (a rebuild that only re-times the same references keeps the version)."""
+    return si.name, si.sha256, tuple((r.kind, r.problem_class, round(r.value, 9)) for r in si.references)
 
 
 def _assemble(suite: Suite, c: _Candidate, rows: list[dict[str, Any]], tl: float,

@@ -58,6 +58,8 @@ def max_workers(threads: int) -> int:
 
 class LocalExecutor:
     def __init__(self, workers: int | None, threads: int):
+        if threads > cores():
+            raise InputError("command line", "--threads", f"{threads} solver threads exceed the {cores()} cores")
         top = max_workers(threads)
         if workers is not None and (workers < 1 or workers * threads > cores()):
             raise InputError("command line", "--workers",

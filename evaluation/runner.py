@@ -125,11 +125,13 @@ def plan(cfg: RunConfig) -> list[CellTask]:
     return tasks
 
 
-def _write_meta(cfg: RunConfig, n_cells: int) -> None:
+def _write_meta(cfg: RunConfig, keys: list[str]) -> None:
+    """The suite snapshot and the run's settings, with its cells' keys in plan order (the report shows
+    these cells, as results.csv does, not every cell the folder has ever held)."""
     cfg.suite.save(cfg.out / SUITE_SNAPSHOT)
     meta = {"suite": cfg.suite.name, "suite_version": cfg.suite.version, "methods": [m.label for m in cfg.methods],
             "seeds": cfg.seeds, "time_limit_s": cfg.time_limit, "threads": cfg.threads, "executor": cfg.executor,
-            "jctlab_version": __version__, "cells": n_cells, "argv": sys.argv[1:]}
+            "jctlab_version": __version__, "cells": len(keys), "argv": sys.argv[1:], "keys": keys}
     tmp = cfg.out / "run.json.tmp"
     tmp.write_text(json.dumps(meta, indent=1))
     os.replace(tmp, cfg.out / "run.json")
@@ -138,7 +140,7 @@ def _write_meta(cfg: RunConfig, n_cells: int) -> None:
 def evaluate(cfg: RunConfig) -> pd.DataFrame:
     """Run the missing cells of ``cfg`` and return the tidy table of all its cells (also ``results.csv``)."""
     tasks = plan(cfg)
-    _write_meta(cfg, len(tasks))
+    _write_meta(cfg, [t.key for t in tasks])
     with CellStore(cfg.out) as store:
         todo = [t for t in tasks if not store.done(t.key)]
         if len(todo) < len(tasks) and cfg.progress:
@@ -177,4 +179,4 @@ def load_run(run_dir: str | os.PathLike) -> tuple[Suite, pd.DataFrame, dict[str,
     suite = read_suite(read_json(snap), snap)
     meta = json.loads((d / "run.json").read_text()) if (d / "run.json").is_file() else {}
     rows = [r for _, r in read_rows(d / "cells.jsonl")]
-    return suite, tidy(rows, suite), meta
+    return suite, tidy(rows, suite, meta.get("keys")), meta

@@ -97,6 +97,16 @@ def test_method_names(user_module):
         resolve_all("fifo-firstfit,fifo-firstfit")
 
 
+def test_workers_times_threads_never_above_the_cores():
+    from evaluation.executors import LocalExecutor, cores
+
+    assert LocalExecutor(None, 1).workers == cores()
+    with pytest.raises(InputError, match="--workers"):
+        LocalExecutor(cores() + 1, 1)
+    with pytest.raises(InputError, match="--threads"):
+        LocalExecutor(None, cores() + 1)
+
+
 def test_user_policy_and_solver_as_module_factory(tiny_suite, tmp_path, user_module):
     (user_module / "mysolver.py").write_text(
         "from oracle.methods import solve\n\n"

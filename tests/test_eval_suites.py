@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from evaluation.build import check
 from evaluation.gaps import choose, gap, gap_text
@@ -29,6 +31,23 @@ def test_reference_of_a_narrower_class_is_never_used():
     # a preemptive bound bounds every narrower class, and the optimum wins over it
     assert choose((ref("lb", 80.0, "preemptive"),), "static").kind == "lb"
     assert choose((ref("opt", 100.0, "offline"), ref("lb", 80.0, "preemptive")), "offline").kind == "opt"
+
+
+@given(st.lists(st.tuples(st.sampled_from(["opt", "lb", "best"]), st.floats(1.0, 1e6),
+                          st.sampled_from(["static", "offline", "preemptive"])), max_size=6),
+       st.sampled_from(["static", "offline", "preemptive"]))
+def test_chosen_reference_is_the_strongest_usable_one(refs, cell_class):
+    rs = [ref(k, v, c) for k, v, c in refs]
+    order = ["static", "offline", "preemptive"]
+    ok = [r for r in rs if order.index(r.problem_class) >= order.index(cell_class)]
+    got = choose(rs, cell_class)
+    if not ok:
+        assert got is None
+        return
+    kind = next(k for k in ("opt", "lb", "best") if any(r.kind == k for r in ok))
+    assert got.kind == kind and got in ok
+    same = [r.value for r in ok if r.kind == kind]
+    assert got.value == (max(same) if kind == "lb" else min(same))   # the tightest of its kind
 
 
 def test_gap_against_a_bound_is_printed_as_a_bound():
@@ -100,3 +119,26 @@ def test_suite_check_catches_a_doctored_bound(tiny_suite, tmp_path, capsys):
     assert main(["suite", "check", str(doctored)]) == 1
     out = capsys.readouterr().out
     assert f"FAIL {inst['name']}: lb" in out and "is above the schedule" in out
+
+
+def test_data_suites_skip_with_a_clear_message_without_the_data(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("JCTLAB_DATA", str(tmp_path / "absent"))
+    assert main(["evaluate", "--suite", "preemptive-pal", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "needs the raw data" in err and err.count("\n") == 1
+    assert not (tmp_path / "run").exists()                     # nothing written half-way
+    assert main(["suite", "check", "philly-large"]) == 0
+    assert "skipped" in capsys.readouterr().out
+
+
+def test_data_suite_instances_are_remade_to_their_hash():
+    from jctlab.loaders import default_data_dir
+
+    data = default_data_dir()
+    if data is None:
+        pytest.skip("needs the raw data (../shared/data or $JCTLAB_DATA)")
+    s = load_suite("preemptive-pal")
+    si = s.instances[0]
+    inst = s.load_instance(si, data)                           # raises when the hash differs
+    assert (len(inst.jobs), len(inst.cluster.gpus)) == (si.size.jobs, si.size.gpus) == (160, 64)
+    assert si.file is None and all(r.schedule is None for r in si.references)   # nothing derived is shipped

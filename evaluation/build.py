@@ -145,22 +145,29 @@ def _assemble(suite: Suite, c: _Candidate, rows: list[dict[str, Any]], tl: float
         raise InputError(suite.source, name, f"{lb_row['method']} claims the bound {lb_row['lower_bound']!r} above "
                          f"the replayed schedule {best_row['objective']!r} of {best_row['method']}: an oracle bug")
 
-    def ref(kind: str, row: dict[str, Any], value: float, cls: str) -> Reference:
+    def ref(kind: str, row: dict[str, Any], value: float, cls: str, sched_row: dict[str, Any] | None) -> Reference:
+        """``row`` made the value (for opt: the oracle whose bound proves it); ``sched_row`` has the schedule."""
         solver = row["kind"] == "solver"
+        has = sched_row is not None and sched_row.get("schedule")
         return Reference(kind, float(value), cls, row["method"], tl if solver else None, threads if solver else 1,
-                         __version__, row.get("runtime_s"),
-                         f"references/{name}.{kind}.json" if row.get("schedule") and kind != "lb" else None)
+                         __version__, row.get("runtime_s"), f"references/{name}.{kind}.json" if has else None)
 
     refs: RefRows = []
     proven = (lb_row is not None and best_row is not None
               and best_row["objective"] - lb_row["lower_bound"] <= REL_TOL * best_row["objective"])
     if proven:
-        refs.append((ref("opt", best_row, best_row["objective"], problem), best_row))
+        # the optimum's method is the method whose bound proves it (meets the best schedule, whoever found it):
+        # the suite's oracle when its bound does, so that `suite check --reprove` re-runs the oracle
+        oracle = next((r for r in bounds if r["method"] == suite.build.method
+                       and best_row["objective"] - r["lower_bound"] <= REL_TOL * best_row["objective"]), lb_row)
+        lb_row = oracle
+        refs.append((ref("opt", oracle, best_row["objective"], problem, best_row), best_row))
     else:
         if lb_row is not None:
-            refs.append((ref("lb", lb_row, lb_row["lower_bound"], lb_row.get("bound_class") or problem), lb_row))
+            refs.append((ref("lb", lb_row, lb_row["lower_bound"], lb_row.get("bound_class") or problem, None),
+                         lb_row))
         if best_row is not None:
-            refs.append((ref("best", best_row, best_row["objective"], problem), best_row))
+            refs.append((ref("best", best_row, best_row["objective"], problem, best_row), best_row))
     if not refs:
         return None
     prove_s = lb_row.get("runtime_s") if proven and lb_row is not None else None

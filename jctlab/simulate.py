@@ -84,6 +84,11 @@ class Simulator:
     def free(self) -> dict[str, set[str]]:
         return self.engine.free
 
+    @property
+    def arrivals_left(self) -> int:
+        """Jobs that have not arrived yet (an online policy may not look at them, only count them)."""
+        return len(self._order) - self._ai
+
     def free_count(self) -> int:
         return sum(len(s) for s in self.engine.free.values())
 
@@ -134,7 +139,7 @@ class Simulator:
 
     def stuck(self) -> bool:
         """Jobs wait on an idle cluster and no arrival (or, with rounds, no round) will ask again."""
-        return (not self.engine.running and self._ai == len(self._order) and bool(self.waiting)
+        return (not self.engine.running and not self.arrivals_left and bool(self.waiting)
                 and (not self.round_s or "round" in self.reasons))
 
     def finish(self, runtime: float) -> tuple[Schedule, Replay]:

@@ -43,12 +43,11 @@ Source = Callable[[np.random.Generator], Instance]
 def generator_source(problem: str = "offline", seeds: tuple[int, int] = (0, 10_000), **gen: Any) -> Source:
     """Instances of :func:`jctlab.generators.offline_instance` with seeds drawn from ``seeds`` (training
     seeds stay below 10,000, the project's evaluation range); list-valued keyword arguments (``jobs=[8, 12]``,
-    ``gpus=[8, 16]``) are drawn per instance too."""
+    ``gpus=[8, 16]``; lists, not tuples) are drawn per instance too."""
     lo, hi = seeds
 
     def source(rng: np.random.Generator) -> Instance:
-        kw = {k: (v[int(rng.integers(len(v)))] if isinstance(v, (list, tuple)) and k != "types" else v)
-              for k, v in gen.items()}
+        kw = {k: (v[int(rng.integers(len(v)))] if isinstance(v, list) else v) for k, v in gen.items()}
         if "gpus" in kw and "nodes" not in kw:
             kw["nodes"] = max(1, kw["gpus"] // 4)
         return offline_instance(seed=int(rng.integers(lo, hi)), problem=problem, **kw)

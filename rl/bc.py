@@ -8,7 +8,7 @@
 2. :func:`expert_steps`: walk the env along a demonstration. At each decision point the expert's label
    is the start the schedule makes now (its job's oracle start ≤ now, earliest first) mapped onto the
    candidate list: the candidate with the same GPUs, else the same count and types, else the same
-   count, else any, the closest run time first; the no-op when the schedule starts nothing more now.
+   count, else any; among those, the most GPUs and nodes in common, then the shortest run time; the no-op when the schedule starts nothing more now.
    :func:`coverage` replays the resulting episode: how close the candidate lists let an imitator come to
    the optimum (reported in docs/rl.md).
 3. :func:`clone`: cross-entropy on the labels (the flat or hierarchical network's joint log-probability)
@@ -93,7 +93,9 @@ def _label(d: Decision, plan: dict[int, tuple[float, tuple[str, ...]]], now: flo
                     continue
                 ctypes = sorted(cl.gpu[g].type for g in c.alloc.gpus)
                 tier = 0 if c.alloc.gpus == gpus else 1 if ctypes == types else 2 if len(ctypes) == len(types) else 3
-                key = (tier, c.iter_time)
+                overlap = len(set(c.alloc.gpus) & set(gpus))
+                nodes = len({g.split(":")[0] for g in c.alloc.gpus} & {g.split(":")[0] for g in gpus})
+                key = (tier, -overlap, -nodes, c.iter_time)
                 if best is None or key < best[0]:
                     best = (key, s, p)
         if best is not None:

@@ -1,17 +1,21 @@
 """The short lists a learned policy chooses from: allocations (level 1) and placements (level 2).
 
-A *shape* is an allocation without its GPUs: a GPU count, a GPU type (or ``None``: the fastest free
-GPUs of any type) and, for a parameter-server job, a number of parameter servers. For each job the
-speed model (:mod:`jctlab.speed`, Optimus' PS overhead terms for PS jobs) ranks the shapes that fit
-the free GPUs now and keeps at most ``max_shapes``: for every allowed size its fastest types, and for
-PS jobs the server counts. Each shape is then *placed* by ``len(RULES)`` placement rules, each a
+A *shape* is an allocation without its GPUs: a GPU count, the GPU types it may use (one type, or a
+mix) and, for a parameter-server job, a number of parameter servers. For each job the speed model
+(:mod:`jctlab.speed`, Optimus' PS overhead terms for PS jobs) ranks the shapes that fit the free GPUs
+now and keeps at most ``max_shapes``: for every allowed size its fastest single types, then mixes
+(all usable types, then without the fastest, without the two fastest...: a mix that leaves the best
+GPUs to others), and for PS jobs the server counts. Each shape is then *placed* by ``len(RULES)`` placement rules, each a
 different trade-off of SPEC §2's terms:
 
 - ``pack``: the fewest nodes, then the fewest CPU sockets, best fit (the node whose eligible free GPUs
   are fewest), the fastest GPUs under the job's class variability;
 - ``fast``: the fastest GPUs for the job (variability, type rates), nodes second;
 - ``quiet``: the fewest nodes, then the least interference suffered and caused: co-located classes
-  (``interference``), PCIe switches shared with running jobs, sockets.
+  (``interference``), PCIe switches shared with running jobs, sockets;
+- ``match``: the fewest nodes, the GPUs where the job's comparative advantage is largest: its speed
+  there over the mean speed there of the other waiting jobs' classes (leaving each GPU to the job it
+  suits best, as an assignment would; the oracles' schedules do this under variability).
 
 The policy, not these rules, decides: which job, which shape, which placement, or to wait. The rules
 only make the choice set short (a candidate is priced exactly: its base iteration time from
@@ -31,15 +35,15 @@ from jctlab.model import GPU, Allocation, Instance, Job
 from jctlab.resources import cpus_fit, gpu_room, node_demand
 from jctlab.speed import SpeedError, alloc_switches, ps_overhead_s, switch_factor
 
-RULES = ("pack", "fast", "quiet")
+RULES = ("pack", "fast", "quiet", "match")
 
 
 @dataclass(frozen=True)
 class Shape:
-    """A level-1 decision: ``n`` GPUs of ``gpu_type`` (None: any type) with ``ps`` parameter servers."""
+    """A level-1 decision: ``n`` GPUs of the ``types`` (sorted; several: a mix) with ``ps`` parameter servers."""
 
     n: int
-    gpu_type: str | None
+    types: tuple[str, ...]
     ps: int = 0
 
 
@@ -63,8 +67,9 @@ class Planner:
     """Candidates for the jobs waiting at one decision point (one per decision: it caches placements
     by (size, type, class) and prices by (job, GPUs) across jobs)."""
 
-    def __init__(self, inst: Instance, engine: Engine, max_shapes: int = 8):
+    def __init__(self, inst: Instance, engine: Engine, max_shapes: int = 8, waiting: Iterable[int] = ()):
         self.inst = inst
+        self.waiting_classes = sorted({inst.jobs[j].job_class for j in waiting} - {None})
         self.cl = inst.cluster
         self.eng = engine
         self.max_shapes = max_shapes
@@ -95,11 +100,13 @@ class Planner:
             return []
         per_size = max(1, self.max_shapes // len(sizes))
         out: list[Shape] = []
+        ranked = sorted(by_type, key=lambda t: (-job.samples_per_s[t], t))
         for n in sorted(sizes, reverse=True):
-            types = sorted((t for t, c in by_type.items() if c >= n), key=lambda t: -job.samples_per_s[t])
-            opts: list[tuple[str | None, int]] = [(t, 0) for t in types]
-            if not types:
-                opts = [(None, 0)]            # only a mix of types holds n GPUs
+            opts: list[tuple[tuple[str, ...], int]] = [((t,), 0) for t in ranked if by_type[t] >= n]
+            for k in range(len(ranked) - 1):                  # mixes, the fastest types left out one by one
+                mix = ranked[k:]
+                if sum(by_type[t] for t in mix) >= n and not any(by_type[t] >= n for t in mix):
+                    opts.append((tuple(sorted(mix)), 0))
             if job.ps is not None:
                 opts = [(t, p) for t, _ in opts for p in self._ps_counts(job, n)]
             out.extend(Shape(n, t, p) for t, p in opts[:per_size])
@@ -130,7 +137,7 @@ class Planner:
 
     def _candidate(self, j: int, shape: Shape, rule: int) -> Candidate | None:
         job = self.inst.jobs[j]
-        key = (shape.n, shape.gpu_type, job.job_class, rule) if shape.gpu_type is not None else None
+        key = (shape.n, shape.types, job.job_class, rule) if len(shape.types) == 1 else None
         if key is not None and key in self._place_cache:
             gpus = self._place_cache[key]
         else:
@@ -208,9 +215,8 @@ class Planner:
         return {v: float(len(js)) for v, js in self.eng.node_jobs.items()}
 
     def _place(self, job: Job, shape: Shape, rule: int) -> tuple[GPU, ...] | None:
-        n, t, cls = shape.n, shape.gpu_type, job.job_class
-        pool = {v: [g for g in gl if (g.type == t if t is not None else job.can_use(g.type))]
-                for v, gl in self.free.items()}
+        n, cls = shape.n, job.job_class
+        pool = {v: [g for g in gl if g.type in shape.types] for v, gl in self.free.items()}
         pool = {v: gl for v, gl in pool.items() if gl}
         if sum(len(gl) for gl in pool.values()) < n:
             return None
@@ -219,6 +225,14 @@ class Planner:
             f = g.factor(cls)
             return job.samples_per_s.get(g.type, 0.0) / f if f > 0 else math.inf
 
+        if RULES[rule] == "match":
+            others = [c for c in self.waiting_classes if c != cls]
+            if others:
+                base = speed
+
+                def speed(g: GPU) -> float:  # noqa: F811 - comparative advantage replaces the raw speed
+                    mean = sum(1.0 / max(g.factor(c), 1e-12) for c in others) / len(others)
+                    return base(g) / mean
         if RULES[rule] == "fast":
             size = {v: len(gl) for v, gl in pool.items()}
             allg = sorted((g for gl in pool.values() for g in gl), key=lambda g: (-speed(g), -size[g.node], g.node, g.index))
@@ -226,7 +240,9 @@ class Planner:
         quiet = RULES[rule] == "quiet"
         hosts = [v for v, gl in pool.items() if len(gl) >= n]
         if hosts:
-            if quiet:
+            if RULES[rule] == "match":
+                key = lambda v: (-_best_sum(pool[v], n, speed), len(pool[v]), v)  # noqa: E731
+            elif quiet:
                 key = lambda v: (self._node_pressure.get(v, 0.0), len(pool[v]), v)  # noqa: E731
             else:
                 key = lambda v: (len(pool[v]), -_best_sum(pool[v], n, speed), v)  # noqa: E731

@@ -27,7 +27,7 @@ import torch
 from .ppo import Args, Rollout, index_obs, train
 
 PHASES = ("place", "alloc", "joint")
-CAND_LOG_TIME = 11   # rl.observe candidate feature: log(1 + run time / time_scale)
+CAND_LOG_TIME = 12   # rl.observe candidate feature: log(1 + run time / time_scale)
 
 
 def phase_of(a: Args, global_step: int, split: tuple[float, float]) -> str:

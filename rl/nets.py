@@ -144,7 +144,7 @@ class FlatDist:
 #: candidate features a shape is described by at level 1 (size, type, servers) and the run-time
 #: features the speed model gives it (best and mean over its placements)
 SHAPE_STATIC = list(range(0, 8))
-SHAPE_TIME = [11, 12, 13, 19]
+SHAPE_TIME = [12, 13, 14, 20]
 
 
 class HierNet(_Net):

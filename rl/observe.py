@@ -36,7 +36,7 @@ from jctlab.simulate import Action, Preempt, Simulator, Start
 
 from .candidates import RULES, Candidate, Planner
 
-F_JOB, F_RUN, F_NODE, F_CAND, F_GLOB = 22, 12, 20, 20, 6
+F_JOB, F_RUN, F_NODE, F_CAND, F_GLOB = 22, 12, 20, 21, 6
 MAX_TYPES = 4          # per-type features (cluster types in name order; more are folded into the last)
 CLASSES = 5            # job classes in name order (more are folded into the last), plus "none"
 BOUND = 1e4            # Box bounds of every feature (features are clipped to them)
@@ -132,7 +132,7 @@ class Decision:
         self.run_slots = sorted(eng.running, key=lambda j: (eng.running[j].held_since, j))[: cfg.max_running]
         self.started_now = started_now or set()
         stopped_now = stopped_now or set()
-        self.planner = Planner(inst, eng, cfg.max_shapes)
+        self.planner = Planner(inst, eng, cfg.max_shapes, sim.waiting)
         self.cands: list[list[list[Candidate | None]]] = [
             ([] if j in stopped_now else self.planner.candidates(j)) for j in self.window]
         self.obs = self._observe()
@@ -213,21 +213,20 @@ class Decision:
                     g = cand[w, a * P + p]
                     g[0] = 1.0
                     g[1] = _lg(c.shape.n)
-                    if c.shape.gpu_type is None:
-                        g[2 + MAX_TYPES] = 1.0
-                    else:
-                        g[2 + info.type_index[c.shape.gpu_type]] = 1.0
+                    for t in c.shape.types:
+                        g[2 + info.type_index[t]] = 1.0
+                    g[2 + MAX_TYPES] = len(c.shape.types) > 1
                     g[3 + MAX_TYPES] = c.shape.ps / 4.0
-                    g[4 + MAX_TYPES + p] = 1.0                              # 8..10
-                    g[11] = _lt(d, ts)
-                    g[12] = min(d / best - 1.0, 10.0) if best > 0 else 0.0
-                    g[13] = min(d / ref - 1.0, 10.0) if ref > 0 else 0.0
-                    g[14] = c.nodes - 1
-                    g[15] = c.spans_sockets
-                    g[16] = c.switch_share
-                    g[17] = c.colocation
-                    g[18] = c.shape.n / free
-                    g[19] = _lt(d * c.shape.n, ts * 8)
+                    g[4 + MAX_TYPES + p] = 1.0                              # 8..11
+                    g[12] = _lt(d, ts)
+                    g[13] = min(d / best - 1.0, 10.0) if best > 0 else 0.0
+                    g[14] = min(d / ref - 1.0, 10.0) if ref > 0 else 0.0
+                    g[15] = c.nodes - 1
+                    g[16] = c.spans_sockets
+                    g[17] = c.switch_share
+                    g[18] = c.colocation
+                    g[19] = c.shape.n / free
+                    g[20] = _lt(d * c.shape.n, ts * 8)
                     cand_mask[w, a * P + p] = 1
         running = np.zeros((R, F_RUN), np.float32)
         run_mask = np.zeros(R, np.int8)

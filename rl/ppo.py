@@ -45,13 +45,13 @@ class Args:
     out: str = "runs/ppo"
     num_envs: int = 4
     rollout_steps: int = 256            # per update, at least (whole episodes)
-    lr: float = 3e-4
+    lr: float = 1e-4                    # fine-tuning from behaviour cloning
     gamma: float = 1.0                  # undiscounted: the return is -total JCT
     gae_lambda: float = 0.95
     epochs: int = 4
     minibatches: int = 4
     clip: float = 0.2
-    ent_coef: float = 0.01
+    ent_coef: float = 0.001
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     reward_scale: float = 3600.0        # reward in job-hours

@@ -94,7 +94,7 @@ def test_placement_reward_by_hand():
             continue
         k = a - 1 - CFG.max_running
         w, s, p = k // CFG.per_job, (k % CFG.per_job) // CFG.rules, k % CFG.rules
-        f = ro.obs["cand"][t, w].reshape(CFG.max_shapes, CFG.rules, -1)[s, :, 11].double()
+        f = ro.obs["cand"][t, w].reshape(CFG.max_shapes, CFG.rules, -1)[s, :, 12].double()
         m = ro.obs["cand_mask"][t, w].reshape(CFG.max_shapes, CFG.rules)[s].bool()
         d = torch.expm1(f) * CFG.time_scale
         assert float(r2[t]) == pytest.approx(-float(d[p] - d[m].min()) / 10.0, rel=1e-5, abs=1e-6)

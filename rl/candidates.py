@@ -33,7 +33,7 @@ from typing import Iterable, Mapping, Sequence
 from jctlab.engine import Engine
 from jctlab.model import GPU, Allocation, Instance, Job
 from jctlab.resources import cpus_fit, gpu_room, node_demand
-from jctlab.speed import SpeedError, alloc_switches, ps_overhead_s, switch_factor
+from jctlab.speed import SpeedError, alloc_switches, ps_overhead_s, spans_sockets, switch_factor
 
 RULES = ("pack", "fast", "quiet", "match")
 
@@ -151,7 +151,8 @@ class Planner:
         if ps_nodes is None:
             return None
         alloc = Allocation(ids, ps_nodes)
-        if not cpus_fit(self.cl, self.eng.cpu_used, node_demand(job, alloc, self.cl)[0]):
+        # the free GPUs already have their fair CPU share (and memory) free; parameter servers need more
+        if ps_nodes and not cpus_fit(self.cl, self.eng.cpu_used, node_demand(job, alloc, self.cl)[0]):
             return None
         try:
             base = self.eng.base_time(j, alloc)
@@ -159,18 +160,15 @@ class Planner:
             return None
         coloc, share = self._met(job, alloc)
         nodes = {g.node for g in gpus} | set(ps_nodes)
-        socks = {}
-        spans = False
-        for g in gpus:
-            if g.socket is not None and socks.setdefault(g.node, g.socket) != g.socket:
-                spans = True
         it = base * (1.0 + coloc) * switch_factor(self.cl, share)
-        return Candidate(j, shape, rule, alloc, it, base, len(nodes), spans, share, coloc)
+        return Candidate(j, shape, rule, alloc, it, base, len(nodes), spans_sockets(gpus), share, coloc)
 
     def _met(self, job: Job, alloc: Allocation) -> tuple[float, int]:
         """(class interference, jobs sharing a switch) that the allocation would meet now."""
         eng, cl = self.eng, self.cl
         coloc = 0.0
+        if not (cl.has_interference or cl.has_switch_interference):
+            return 0.0, 0
         if cl.has_interference:
             nodes = {g.split(":", 1)[0] for g in alloc.gpus} | set(alloc.ps_nodes)
             neigh: set[int] = set()

@@ -9,8 +9,9 @@ At each decision point the policy builds :class:`rl.observe.Decision` on the sim
 network's most probable valid action (``deterministic=True``; ``False`` samples with the policy's seed),
 applies it at once through ``sim.apply`` (so the next choice sees the GPUs it took, as in the env), and
 stops at the no-op. The tables are sized for the instance (up to 64 waiting jobs, every node): the
-network has no size-dependent parameter. ``latencies`` keeps each decision's wall time (a decision =
-all the actions of one decision point).
+network has no size-dependent parameter. ``latencies`` keeps the wall time of each decision (one
+action: the observation and one forward pass), ``point_latencies`` that of each decision point (all its
+actions, the no-op included).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class LearnedPolicy:
         self.gen = torch.Generator().manual_seed(int(seed))
         self.threads = threads
         self.latencies: list[float] = []
+        self.point_latencies: list[float] = []
         if inst.problem == "preemptive":
             self.round_s = self.cfg.round_s
 
@@ -69,6 +71,7 @@ class LearnedPolicy:
         started: set[int] = set()
         stopped: set[int] = set()
         for _ in range(4 * len(self.inst.jobs) + 4):      # each job starts or stops at most once per point
+            t1 = time.perf_counter()
             d = Decision(sim, self.info, self.cfg, started, stopped)
             if d.only_noop:
                 break
@@ -82,11 +85,12 @@ class LearnedPolicy:
                     torch.manual_seed(int(torch.randint(2**31, (1,), generator=self.gen)))
                     a = int(dist.sample()[0])
             act = d.action(a)
+            self.latencies.append(time.perf_counter() - t1)
             if act is None:
                 break
             sim.apply([act])
             (started if isinstance(act, Start) else stopped).add(act.job)
-        self.latencies.append(time.perf_counter() - t0)
+        self.point_latencies.append(time.perf_counter() - t0)
         return []
 
 

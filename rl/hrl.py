@@ -24,7 +24,7 @@ import math
 import numpy as np
 import torch
 
-from .ppo import Args, Rollout, index_obs, train
+from .ppo import Args, Rollout, clipped, index_obs, minibatches, normalized, optimize, train
 
 PHASES = ("place", "alloc", "joint")
 CAND_LOG_TIME = 12   # rl.observe candidate feature: log(1 + run time / time_scale)
@@ -77,46 +77,29 @@ def hrl_update(split: tuple[float, float] = (0.2, 0.3), joint_weight: float = 0.
             p.requires_grad_(train1)
         for p in net.level_parameters(2):
             p.requires_grad_(train2)
-        n = len(ro.actions)
-        mb = max(1, n // a.minibatches)
         stats: dict[str, list[float]] = {"pg": [], "v": [], "ent": [], "kl": []}
-        for _ in range(a.epochs):
-            perm = torch.randperm(n)
-            for s in range(0, n, mb):
-                idx = perm[s: s + mb]
-                dist, v = net.dist(index_obs(ro.obs, idx))
-                l1, l2 = dist.log_probs(ro.actions[idx])
-                loss = torch.zeros(())
-                if train1:
-                    loss = loss + _clipped(l1 - old1[idx], _norm(adv1[idx]), a.clip)
-                    loss = loss + a.vf_coef * 0.5 * (v - ret[idx]).pow(2).mean() - a.ent_coef * dist.entropy().mean()
-                if train2:
-                    sel = is_start[idx]
-                    if sel.any():
-                        loss = loss + _clipped((l2 - old2[idx])[sel], _norm(adv2[idx][sel]), a.clip)
-                opt.zero_grad()
-                if loss.requires_grad:
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(net.parameters(), a.max_grad_norm)
-                    opt.step()
-                stats["pg"].append(float(loss.detach()))
-                stats["v"].append(float((v.detach() - ret[idx]).pow(2).mean()))
-                stats["ent"].append(float(dist.entropy().detach().mean()))
-                stats["kl"].append(float((old1[idx] - l1.detach()).mean()))
+        for idx in minibatches(len(ro.actions), a):
+            dist, v = net.dist(index_obs(ro.obs, idx))
+            l1, l2 = dist.log_probs(ro.actions[idx])
+            loss = torch.zeros(())
+            if train1:
+                loss = loss + clipped(l1 - old1[idx], normalized(adv1[idx]), a.clip)
+                loss = loss + a.vf_coef * 0.5 * (v - ret[idx]).pow(2).mean() - a.ent_coef * dist.entropy().mean()
+            if train2:
+                sel = is_start[idx]
+                if sel.any():
+                    loss = loss + clipped((l2 - old2[idx])[sel], normalized(adv2[idx][sel]), a.clip)
+            if loss.requires_grad:
+                optimize(net, opt, loss, a)
+            stats["pg"].append(float(loss.detach()))
+            stats["v"].append(float((v.detach() - ret[idx]).pow(2).mean()))
+            stats["ent"].append(float(dist.entropy().detach().mean()))
+            stats["kl"].append(float((old1[idx] - l1.detach()).mean()))
         for p in net.parameters():
             p.requires_grad_(True)
         return {k: float(np.mean(v)) for k, v in stats.items()}
 
     return update
-
-
-def _norm(x: torch.Tensor) -> torch.Tensor:
-    return (x - x.mean()) / (x.std() + 1e-8) if len(x) > 1 else x
-
-
-def _clipped(logratio: torch.Tensor, adv: torch.Tensor, clip: float) -> torch.Tensor:
-    ratio = logratio.exp()
-    return torch.max(-adv * ratio, -adv * ratio.clamp(1 - clip, 1 + clip)).mean()
 
 
 def train_hrl(a: Args, source=None, split: tuple[float, float] = (0.2, 0.3), joint_weight: float = 0.5):

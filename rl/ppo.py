@@ -151,33 +151,47 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, gamma:
     return adv, adv + values
 
 
-def ppo_update(net, opt, ro: Rollout, adv: torch.Tensor, ret: torch.Tensor, a: Args) -> dict[str, float]:
-    """Clipped-PPO epochs over minibatches (advantages normalized per minibatch)."""
-    n = len(ro.actions)
+def minibatches(n: int, a: Args):
+    """Index tensors of the minibatches of every epoch (a fresh permutation per epoch)."""
     mb = max(1, n // a.minibatches)
-    stats: dict[str, list[float]] = {"pg": [], "v": [], "ent": [], "kl": []}
     for _ in range(a.epochs):
         perm = torch.randperm(n)
         for s in range(0, n, mb):
-            idx = perm[s: s + mb]
-            dist, v = net.dist(index_obs(ro.obs, idx))
-            new_lp = dist.log_prob(ro.actions[idx])
-            old_lp = ro.logprobs[idx]
-            ratio = (new_lp - old_lp).exp()
-            ad = adv[idx]
-            ad = (ad - ad.mean()) / (ad.std() + 1e-8) if len(idx) > 1 else ad
-            pg = torch.max(-ad * ratio, -ad * ratio.clamp(1 - a.clip, 1 + a.clip)).mean()
-            vloss = 0.5 * (v - ret[idx]).pow(2).mean()
-            ent = dist.entropy().mean()
-            loss = pg + a.vf_coef * vloss - a.ent_coef * ent
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(net.parameters(), a.max_grad_norm)
-            opt.step()
-            stats["pg"].append(pg.item())
-            stats["v"].append(vloss.item())
-            stats["ent"].append(ent.item())
-            stats["kl"].append((old_lp - new_lp).mean().item())
+            yield perm[s: s + mb]
+
+
+def normalized(x: torch.Tensor) -> torch.Tensor:
+    return (x - x.mean()) / (x.std() + 1e-8) if len(x) > 1 else x
+
+
+def clipped(logratio: torch.Tensor, adv: torch.Tensor, clip: float) -> torch.Tensor:
+    """PPO's clipped surrogate loss."""
+    ratio = logratio.exp()
+    return torch.max(-adv * ratio, -adv * ratio.clamp(1 - clip, 1 + clip)).mean()
+
+
+def optimize(net, opt, loss: torch.Tensor, a: Args) -> None:
+    opt.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(net.parameters(), a.max_grad_norm)
+    opt.step()
+
+
+def ppo_update(net, opt, ro: Rollout, adv: torch.Tensor, ret: torch.Tensor, a: Args) -> dict[str, float]:
+    """Clipped-PPO epochs over minibatches (advantages normalized per minibatch)."""
+    stats: dict[str, list[float]] = {"pg": [], "v": [], "ent": [], "kl": []}
+    for idx in minibatches(len(ro.actions), a):
+        dist, v = net.dist(index_obs(ro.obs, idx))
+        new_lp = dist.log_prob(ro.actions[idx])
+        old_lp = ro.logprobs[idx]
+        pg = clipped(new_lp - old_lp, normalized(adv[idx]), a.clip)
+        vloss = 0.5 * (v - ret[idx]).pow(2).mean()
+        ent = dist.entropy().mean()
+        optimize(net, opt, pg + a.vf_coef * vloss - a.ent_coef * ent, a)
+        stats["pg"].append(pg.item())
+        stats["v"].append(vloss.item())
+        stats["ent"].append(ent.item())
+        stats["kl"].append((old_lp - new_lp).mean().item())
     return {k: float(np.mean(v)) for k, v in stats.items()}
 
 

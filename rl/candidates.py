@@ -83,6 +83,7 @@ class Planner:
                 self.free[nd.name] = [self.cl.gpu[g] for g in ids[:k]]
         self.free_count = sum(len(v) for v in self.free.values())
         self._place_cache: dict[tuple, tuple[GPU, ...] | None] = {}
+        self._pools: dict[tuple[str, ...], dict[str, list[GPU]]] = {}
         self._node_pressure = self._pressure()
 
     # ------------------------------------------------------------------ shapes (level 1)
@@ -212,25 +213,28 @@ class Planner:
         """Per node: running jobs there (interference the next job may meet or cause)."""
         return {v: float(len(js)) for v, js in self.eng.node_jobs.items()}
 
+    def _pool(self, types: tuple[str, ...]) -> dict[str, list[GPU]]:
+        pool = self._pools.get(types)
+        if pool is None:
+            pool = {v: [g for g in gl if g.type in types] for v, gl in self.free.items()}
+            pool = self._pools[types] = {v: gl for v, gl in pool.items() if gl}
+        return pool
+
     def _place(self, job: Job, shape: Shape, rule: int) -> tuple[GPU, ...] | None:
         n, cls = shape.n, job.job_class
-        pool = {v: [g for g in gl if g.type in shape.types] for v, gl in self.free.items()}
-        pool = {v: gl for v, gl in pool.items() if gl}
+        pool = self._pool(shape.types)
         if sum(len(gl) for gl in pool.values()) < n:
             return None
-
-        def speed(g: GPU) -> float:
-            f = g.factor(cls)
-            return job.samples_per_s.get(g.type, 0.0) / f if f > 0 else math.inf
-
-        if RULES[rule] == "match":
-            others = [c for c in self.waiting_classes if c != cls]
-            if others:
-                base = speed
-
-                def speed(g: GPU) -> float:  # noqa: F811 - comparative advantage replaces the raw speed
-                    mean = sum(1.0 / max(g.factor(c), 1e-12) for c in others) / len(others)
-                    return base(g) / mean
+        others = [c for c in self.waiting_classes if c != cls] if RULES[rule] == "match" else []
+        value: dict[str, float] = {}
+        for gl in pool.values():
+            for g in gl:
+                f = g.factor(cls)
+                x = job.samples_per_s.get(g.type, 0.0) / f if f > 0 else math.inf
+                if others:        # comparative advantage: the speed over the other classes' mean speed
+                    x = x / (sum(1.0 / max(g.factor(c), 1e-12) for c in others) / len(others))
+                value[g.id] = x
+        speed = lambda g: value[g.id]  # noqa: E731
         if RULES[rule] == "fast":
             size = {v: len(gl) for v, gl in pool.items()}
             allg = sorted((g for gl in pool.values() for g in gl), key=lambda g: (-speed(g), -size[g.node], g.node, g.index))

@@ -52,6 +52,7 @@ class EnvConfig:
     max_shapes: int = 8      # A: level-1 choices per job
     time_scale: float = 3600.0
     round_s: float = 360.0   # preemptive class: a decision point every round
+    idle_wait: bool = True   # the no-op on an idle cluster where a job could start (learned policies: off)
 
     @property
     def rules(self) -> int:      # P: level-2 choices per shape
@@ -166,10 +167,12 @@ class Decision:
         return int(self.obs["action_mask"][1:].sum()) == 0
 
     def noop_allowed(self, can_start: bool) -> bool:
-        """Waiting is allowed unless jobs wait on an idle cluster, no arrival is to come and one of them
-        can start now (a job stopped at this instant waits for the next round)."""
+        """Waiting is allowed unless jobs wait on an idle cluster, one of them can start now, and no arrival
+        is to come (or ``idle_wait`` is off: an online policy cannot know when the next job arrives, so it
+        does not bet an idle cluster on one). A job stopped at this instant waits for the next round."""
         sim = self.sim
-        return not (can_start and not sim.engine.running and not sim.arrivals_left and sim.waiting)
+        idle = can_start and not sim.engine.running and bool(sim.waiting)
+        return not (idle and (not sim.arrivals_left or not self.cfg.idle_wait))
 
     # ------------------------------------------------------------------ observation
     def _observe(self) -> dict[str, np.ndarray]:

@@ -8,7 +8,10 @@ trained one, and every tool that resolves policies through :func:`jctlab.registr
 At each decision point the policy builds :class:`rl.observe.Decision` on the simulator, takes the
 network's most probable valid action (``deterministic=True``; ``False`` samples with the policy's seed),
 applies it at once through ``sim.apply`` (so the next choice sees the GPUs it took, as in the env), and
-stops at the no-op. The tables are sized for the instance (up to 64 waiting jobs, every node): the
+stops at the no-op. It does not leave the whole cluster idle while a waiting job can start
+(``idle_wait=False``, the default: the env's no-op is masked there; an online policy cannot know when
+the next job arrives, and a checkpoint trained on jobs of hours otherwise waits through days-long
+Philly jobs' gaps). The tables are sized for the instance (up to 64 waiting jobs, every node): the
 network has no size-dependent parameter. ``latencies`` keeps the wall time of each decision (one
 action: the observation and one forward pass), ``point_latencies`` that of each decision point (all its
 actions, the no-op included).
@@ -17,6 +20,7 @@ actions, the no-op included).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Callable
@@ -41,7 +45,7 @@ class LearnedPolicy:
     """A trained network acting in the simulator (see the module docstring)."""
 
     def __init__(self, inst: Instance, checkpoint: str | Path, seed: int = 0, deterministic: bool = True,
-                 preempt: bool | None = None, threads: int = 1):
+                 preempt: bool | None = None, threads: int = 1, idle_wait: bool = False, time_scale: str = "auto"):
         try:
             st = load_checkpoint(checkpoint)
         except (OSError, RuntimeError, EOFError) as e:
@@ -50,7 +54,9 @@ class LearnedPolicy:
             raise InputError(str(checkpoint), "format", "not a jctlab RL checkpoint")
         self.inst = inst
         base = EnvConfig(**st["env"])
-        self.cfg = base.sized_for(inst)
+        self.cfg = replace(base.sized_for(inst), idle_wait=bool(idle_wait))
+        self.trained_scale = base.time_scale
+        self.auto_scale = time_scale == "auto"
         self.net = build_net(st["policy"], self.cfg, st["hidden"])
         self.net.load_state_dict(st["model"])
         self.net.eval()
@@ -70,6 +76,8 @@ class LearnedPolicy:
         torch.set_num_threads(self.threads)
         started: set[int] = set()
         stopped: set[int] = set()
+        if self.auto_scale and sim.arrived:
+            self.cfg = replace(self.cfg, time_scale=self._scale(sim))
         for _ in range(4 * len(self.inst.jobs) + 4):      # each job starts or stops at most once per point
             t1 = time.perf_counter()
             d = Decision(sim, self.info, self.cfg, started, stopped)
@@ -94,12 +102,22 @@ class LearnedPolicy:
         return []
 
 
+    def _scale(self, sim: Simulator) -> float:
+        """The trained time scale, stretched by how much longer the jobs that have arrived are than the
+        training jobs (median run time alone against one hour): durations stay in the trained range."""
+        ref = sorted(self.info.ref[j] for j in sim.arrived)
+        med = ref[len(ref) // 2]
+        return self.trained_scale * max(1.0, med / 3600.0) if med < float("inf") else self.trained_scale
+
+
 def factory_for(policy: str, checkpoint: str | None) -> Callable[..., LearnedPolicy]:
-    def factory(inst: Instance, seed: int = 0, deterministic: bool = True, preempt=None, threads: int = 1):
+    def factory(inst: Instance, seed: int = 0, deterministic: bool = True, preempt=None, threads: int = 1,
+                idle_wait: bool = False, time_scale: str = "auto"):
         path = checkpoint or shipped(policy)
         if not Path(path).exists():
             raise InputError(str(path), "", f"no {policy} checkpoint here (train one: jctlab train --policy {policy})")
-        return LearnedPolicy(inst, path, seed=seed, deterministic=deterministic, preempt=preempt, threads=threads)
+        return LearnedPolicy(inst, path, seed=seed, deterministic=deterministic, preempt=preempt, threads=threads,
+                             idle_wait=idle_wait, time_scale=time_scale)
 
     factory.__name__ = policy if checkpoint is None else f"{policy}:{checkpoint}"
     return factory

@@ -140,3 +140,20 @@ def test_maskable_ppo_trains_a_few_hundred_steps():
         assert env.action_masks()[int(a)]
         obs, _, done, _, _ = env.step(a)
     assert replay(env.inst, env.schedule).valid
+
+
+def test_idle_wait_off_masks_the_noop_on_an_idle_cluster():
+    from dataclasses import replace
+
+    i = inst(jobs=6, interarrival_s=3000)               # jobs often arrive to an idle cluster
+    for idle_wait in (True, False):
+        env = SchedulingEnv(i, replace(SMALL, idle_wait=idle_wait))
+        obs, _ = env.reset(seed=0)
+        done, seen_idle = False, 0
+        while not done:
+            d = env.decision
+            if not env.sim.engine.running and env.sim.waiting and d.obs["cand_mask"].any():
+                seen_idle += 1
+                assert bool(obs["action_mask"][0]) == (idle_wait and env.sim.arrivals_left > 0)
+            obs, _, done, _, _ = env.step(0 if obs["action_mask"][0] else int(np.flatnonzero(obs["action_mask"])[0]))
+        assert seen_idle > 0

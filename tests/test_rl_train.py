@@ -174,3 +174,24 @@ def test_shipped_checkpoints_run(name):
     inst = offline_instance(gpus=16, nodes=4, jobs=10, variability=0.1, locality_penalty=1.3, seed=5)
     sched, rep = simulate(inst, policy_factory(name)(inst))
     assert replay(inst, sched).valid
+
+
+def test_learned_policy_time_scale_follows_the_jobs(tmp_path):
+    """On jobs ten times longer than training's the policy stretches its time scale ten-fold, so its
+    features stay in the trained range; on training-like jobs it keeps the trained scale."""
+    from dataclasses import replace
+
+    from rl.policy import LearnedPolicy
+    from rl.ppo import save_checkpoint
+
+    path = tmp_path / "c.pt"
+    save_checkpoint(path, HierNet(CFG, 16), None, Args(policy="hrl", hidden=16), CFG, 0, 0)
+    base = offline_instance(gpus=8, nodes=2, jobs=5, interarrival_s=300, duration_h=(0.2, 0.4), seed=2)
+    long = base.replace_jobs([replace(j, iterations=j.iterations * 36) for j in base.jobs])
+    scales = []
+    for i in (base, long):
+        pol = LearnedPolicy(i, path)
+        simulate(i, pol)
+        scales.append(pol.cfg.time_scale)
+    assert scales[0] == CFG.time_scale
+    assert scales[1] > 3 * CFG.time_scale

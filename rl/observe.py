@@ -52,7 +52,7 @@ class EnvConfig:
     max_shapes: int = 8      # A: level-1 choices per job
     time_scale: float = 3600.0
     round_s: float = 360.0   # preemptive class: a decision point every round
-    idle_wait: bool = True   # the no-op on an idle cluster where a job could start (learned policies: off)
+    idle_wait: bool = True   # the no-op on an idle cluster where a job could start (and arrivals are to come)
 
     @property
     def rules(self) -> int:      # P: level-2 choices per shape

@@ -8,10 +8,12 @@ trained one, and every tool that resolves policies through :func:`jctlab.registr
 At each decision point the policy builds :class:`rl.observe.Decision` on the simulator, takes the
 network's most probable valid action (``deterministic=True``; ``False`` samples with the policy's seed),
 applies it at once through ``sim.apply`` (so the next choice sees the GPUs it took, as in the env), and
-stops at the no-op. It does not leave the whole cluster idle while a waiting job can start
-(``idle_wait=False``, the default: the env's no-op is masked there; an online policy cannot know when
-the next job arrives, and a checkpoint trained on jobs of hours otherwise waits through days-long
-Philly jobs' gaps). The tables are sized for the instance (up to 64 waiting jobs, every node): the
+stops at the no-op. ``time_scale="auto"`` (the default) stretches the trained time scale by how much
+longer than an hour the arrived jobs' median run time is, so that a checkpoint trained on jobs of hours
+sees days-long Philly jobs within its trained feature range (without it, it waits for GPUs through
+days: 6-9x the best baseline's mean JCT on the Philly windows); on training-like jobs it changes
+nothing. ``idle_wait=False`` also masks the no-op on an idle cluster where a job can start (off by
+default: on the ``small`` family it cost more than it saved). The tables are sized for the instance (up to 64 waiting jobs, every node): the
 network has no size-dependent parameter. ``latencies`` keeps the wall time of each decision (one
 action: the observation and one forward pass), ``point_latencies`` that of each decision point (all its
 actions, the no-op included).
@@ -45,7 +47,7 @@ class LearnedPolicy:
     """A trained network acting in the simulator (see the module docstring)."""
 
     def __init__(self, inst: Instance, checkpoint: str | Path, seed: int = 0, deterministic: bool = True,
-                 preempt: bool | None = None, threads: int = 1, idle_wait: bool = False, time_scale: str = "auto"):
+                 preempt: bool | None = None, threads: int = 1, idle_wait: bool = True, time_scale: str = "auto"):
         try:
             st = load_checkpoint(checkpoint)
         except (OSError, RuntimeError, EOFError) as e:
@@ -112,7 +114,7 @@ class LearnedPolicy:
 
 def factory_for(policy: str, checkpoint: str | None) -> Callable[..., LearnedPolicy]:
     def factory(inst: Instance, seed: int = 0, deterministic: bool = True, preempt=None, threads: int = 1,
-                idle_wait: bool = False, time_scale: str = "auto"):
+                idle_wait: bool = True, time_scale: str = "auto"):
         path = checkpoint or shipped(policy)
         if not Path(path).exists():
             raise InputError(str(path), "", f"no {policy} checkpoint here (train one: jctlab train --policy {policy})")

@@ -47,7 +47,8 @@ class LearnedPolicy:
     """A trained network acting in the simulator (see the module docstring)."""
 
     def __init__(self, inst: Instance, checkpoint: str | Path, seed: int = 0, deterministic: bool = True,
-                 preempt: bool | None = None, threads: int = 1, idle_wait: bool = True, time_scale: str = "auto"):
+                 preempt: bool | None = None, threads: int = 1, idle_wait: bool = True,
+                 time_scale: str | float = "auto"):
         try:
             st = load_checkpoint(checkpoint)
         except (OSError, RuntimeError, EOFError) as e:
@@ -59,6 +60,14 @@ class LearnedPolicy:
         self.cfg = replace(base.sized_for(inst), idle_wait=bool(idle_wait))
         self.trained_scale = base.time_scale
         self.auto_scale = time_scale == "auto"
+        if not self.auto_scale:
+            try:
+                scale = float(time_scale)
+            except (TypeError, ValueError):
+                scale = -1.0
+            if not scale > 0:
+                raise InputError("command line", "--time-scale", f"'auto' or seconds > 0, got {time_scale!r}")
+            self.cfg = replace(self.cfg, time_scale=scale)
         self.net = build_net(st["policy"], self.cfg, st["hidden"])
         self.net.load_state_dict(st["model"])
         self.net.eval()
@@ -114,7 +123,7 @@ class LearnedPolicy:
 
 def factory_for(policy: str, checkpoint: str | None) -> Callable[..., LearnedPolicy]:
     def factory(inst: Instance, seed: int = 0, deterministic: bool = True, preempt=None, threads: int = 1,
-                idle_wait: bool = True, time_scale: str = "auto"):
+                idle_wait: bool = True, time_scale: str | float = "auto"):
         path = checkpoint or shipped(policy)
         if not Path(path).exists():
             raise InputError(str(path), "", f"no {policy} checkpoint here (train one: jctlab train --policy {policy})")

@@ -158,6 +158,7 @@ def test_policy_family_and_cli(tmp_path):
     assert ck.exists()
     assert main(["simulate", str(path), "--policy", f"ppo:{ck}", "--json"]) == 0
     assert main(["simulate", str(path), "--policy", f"ppo:{tmp_path / 'missing.pt'}"]) == 2
+    assert main(["simulate", str(path), "--policy", f"ppo:{ck}", "--time-scale", "soon"]) == 2
     assert main(["train", "--policy", "ppo", "--generator", "nonsense", "--out", str(out)]) == 2
     pre = inst.replace_jobs(inst.jobs, problem="preemptive")
     sched, rep = simulate(pre, policy_factory(f"ppo:{ck}")(pre))

@@ -25,7 +25,7 @@ the instance's time unit beyond that scale.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from gymnasium import spaces
@@ -68,8 +68,6 @@ class EnvConfig:
 
     def sized_for(self, inst: Instance) -> "EnvConfig":
         """The same config with tables large enough for ``inst`` (jobs up to 64, all its nodes)."""
-        from dataclasses import replace
-
         return replace(self, max_jobs=max(self.max_jobs, min(64, len(inst.jobs))),
                        max_running=max(self.max_running, min(64, len(inst.jobs))),
                        max_nodes=max(self.max_nodes, len(inst.cluster.nodes)))

@@ -19,6 +19,8 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from jctlab.errors import InputError
 
 from . import bc
@@ -52,9 +54,7 @@ def _generator(spec: str):
         kw["types"] = tuple(kw["types"])
     try:
         src = generator_source(**kw)
-        import numpy as np
-
-        src(np.random.default_rng(0))
+        src(np.random.default_rng(0))          # a bad key or value fails here, not in the middle of training
     except TypeError as e:
         raise InputError("command line", "--generator", str(e)) from None
     return src

@@ -25,11 +25,14 @@ import statistics
 import sys
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 import oracle
+from jctlab.loaders.pal import load_pal
+from jctlab.loaders.philly import load_philly
 from jctlab.model import Instance
 from jctlab.registry import policy_factory
 from jctlab.replay import replay
@@ -41,13 +44,8 @@ LEARNED = ("ppo", "hrl")
 
 
 def real_instances(kind: str, count: int, data_dir: str | None) -> list[Instance]:
-    """Windows of 24 jobs of PAL's workload 1 (16 × 4 GPUs, PAL's variability, λ = 1.7) or of the Philly
-    trace (4 × 8 V100s), offline class; each window starts where the previous one ended."""
-    from dataclasses import replace
-
-    from jctlab.loaders.pal import load_pal
-    from jctlab.loaders.philly import load_philly
-
+    """Windows of 24 jobs of PAL's workload 1 (4 × 4 V100s, PAL's variability, λ = 1.7) or of the Philly
+    trace (4 × 8 V100s, locality penalty 1.3), offline class, arrivals shifted to start at 0."""
     out = []
     if kind == "pal":
         base = load_pal(1, data_dir=data_dir, nodes=4, gpus_per_node=4, problem="offline", max_jobs=24 * count)

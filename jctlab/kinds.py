@@ -32,6 +32,30 @@ def _common(p: argparse.ArgumentParser, gpus: int, nodes: int, jobs: int) -> Non
     p.add_argument("--interference", type=float, default=0.0, help="max interference coefficient between classes")
     p.add_argument("--objective", default="mean_jct", choices=["mean_jct", "weighted_jct", "makespan"])
     p.add_argument("--name", default=None)
+    _topology_args(p)
+
+
+def _topology_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--topology", action="store_true",
+                   help="two CPU sockets per node, PCIe switches of two GPUs (SPEC v1.1 topology)")
+    p.add_argument("--qpi-factor", type=float, default=None, help="cross-socket factor (default 1.2 with --topology)")
+    p.add_argument("--pcie-interference", type=float, default=None,
+                   help="per job sharing a PCIe switch (default 0.1 with --topology)")
+
+
+def _topology(a: argparse.Namespace, inst: Instance) -> Instance:
+    """The generated instance with the factors given on the command line (the generator sets the defaults)."""
+    if a.qpi_factor is None and a.pcie_interference is None:
+        return inst
+    if not a.topology:
+        raise InputError("command line", "--qpi-factor/--pcie-interference", "need --topology")
+    if (a.qpi_factor is not None and a.qpi_factor < 1) or (a.pcie_interference is not None and a.pcie_interference < 0):
+        raise InputError("command line", "--qpi-factor/--pcie-interference", "need qpi factor >= 1, interference >= 0")
+    d = inst.to_dict()
+    for key, v in (("qpi_factor", a.qpi_factor), ("pcie_interference", a.pcie_interference)):
+        if v is not None:
+            d["cluster"][key] = v
+    return Instance.from_dict(d, "command line")
 
 
 def _check(a: argparse.Namespace) -> None:
@@ -57,9 +81,10 @@ class StaticKind:
         _check(a)
         if not a.sizes or min(a.sizes) < 1:
             raise InputError("command line", "--sizes", "needs positive GPU counts")
-        return static_instance(gpus=a.gpus, nodes=a.nodes, jobs=a.jobs, types=a.types, sizes=a.sizes, seed=a.seed,
-                               variability=a.variability, locality_penalty=a.locality_penalty, cpu_mem=a.cpu_mem,
-                               ps=a.ps, interference=a.interference, objective=a.objective, name=a.name)
+        return _topology(a, static_instance(
+            gpus=a.gpus, nodes=a.nodes, jobs=a.jobs, types=a.types, sizes=a.sizes, seed=a.seed,
+            variability=a.variability, locality_penalty=a.locality_penalty, cpu_mem=a.cpu_mem, ps=a.ps,
+            interference=a.interference, objective=a.objective, name=a.name, topology=a.topology))
 
 
 @dataclass(frozen=True)
@@ -82,11 +107,12 @@ class OfflineKind:
         _check(a)
         if not (0 < a.min_hours <= a.max_hours) or a.interarrival <= 0 or a.max_size < 1 or not 0 <= a.elastic <= 1:
             raise InputError("command line", "--min-hours/--max-hours/--interarrival/--max-size/--elastic", "out of range")
-        return offline_instance(gpus=a.gpus, nodes=a.nodes, jobs=a.jobs, types=a.types, interarrival_s=a.interarrival,
-                                duration_h=(a.min_hours, a.max_hours), max_size=a.max_size, elastic=a.elastic,
-                                seed=a.seed, variability=a.variability, locality_penalty=a.locality_penalty,
-                                cpu_mem=a.cpu_mem, ps=a.ps, interference=a.interference, restart_s=a.restart,
-                                problem=a.problem, objective=a.objective, name=a.name)
+        return _topology(a, offline_instance(
+            gpus=a.gpus, nodes=a.nodes, jobs=a.jobs, types=a.types, interarrival_s=a.interarrival,
+            duration_h=(a.min_hours, a.max_hours), max_size=a.max_size, elastic=a.elastic, seed=a.seed,
+            variability=a.variability, locality_penalty=a.locality_penalty, cpu_mem=a.cpu_mem, ps=a.ps,
+            interference=a.interference, restart_s=a.restart, problem=a.problem, objective=a.objective,
+            name=a.name, topology=a.topology))
 
 
 KINDS = {"static": StaticKind(), "offline": OfflineKind()}
@@ -236,13 +262,15 @@ class AlibabaKind:
         p.add_argument("--sample", default="random", choices=["random", "proportional"])
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--name", default=None)
+        _topology_args(p)
 
     def build(self, a: argparse.Namespace) -> Instance:
         from .loaders.alibaba import load_alibaba
         from .model import load_instance
 
         _positive(a, "machines")
-        return load_alibaba(load_instance(a.base), a.machines, seed=a.seed, sample=a.sample, name=a.name)
+        return _topology(a, load_alibaba(load_instance(a.base), a.machines, seed=a.seed, sample=a.sample,
+                                         name=a.name, topology=a.topology))
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,8 @@ class GPU:
     index: int
     type: str
     variability: Mapping[str, float] = field(default_factory=dict)
+    socket: int | None = None    # CPU socket of the node it hangs off (SPEC §1 topology, v1.1)
+    switch: int | None = None    # PCIe switch of the node it sits under
 
     @property
     def id(self) -> str:
@@ -72,6 +74,8 @@ class Cluster:
     split: str = "proportional"
     interference: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     restart_s: float = 0.0
+    qpi_factor: float = 1.0          # a job whose GPUs on one node span CPU sockets (v1.1)
+    pcie_interference: float = 0.0   # per other job sharing a PCIe switch (v1.1)
 
     @cached_property
     def gpus(self) -> tuple[GPU, ...]:
@@ -92,6 +96,10 @@ class Cluster:
     @cached_property
     def has_interference(self) -> bool:
         return any(v > 0 for row in self.interference.values() for v in row.values())
+
+    @cached_property
+    def has_switch_interference(self) -> bool:
+        return self.pcie_interference > 0 and any(g.switch is not None for g in self.gpus)
 
     def interference_of(self, a: str | None, b: str | None) -> float:
         if a is None or b is None:
@@ -352,7 +360,9 @@ class _InstanceReader(_Reader):
                 t = self.str_(self.get(g, "type", gp), f"{gp}.type")
                 var = self.obj(g.get("variability") or {}, f"{gp}.variability")
                 var = {str(cl): self.num(x, f"{gp}.variability.{cl}") for cl, x in var.items()}
-                gpus.append(GPU(name, k, t, var))
+                sock, sw = (None if g.get(f) is None else self.int_(g[f], f"{gp}.{f}") for f in ("socket", "switch"))
+                gpus.append(GPU(name, k, t, var, sock, sw))
+            self.topology(gpus, p)
             nodes.append(Node(name, cpus, mem, tuple(gpus)))
         if not any(n.gpus for n in nodes):
             raise self.fail("cluster.nodes", "the cluster has no GPU")
@@ -371,7 +381,20 @@ class _InstanceReader(_Reader):
             split=self.choice(c.get("split", "proportional"), "cluster.split", SPLITS),
             interference=interference,
             restart_s=self.num(c.get("restart_s", 0.0), "cluster.restart_s"),
+            qpi_factor=self.num(c.get("qpi_factor", 1.0), "cluster.qpi_factor", 1.0),
+            pcie_interference=self.num(c.get("pcie_interference", 0.0), "cluster.pcie_interference"),
         )
+
+    def topology(self, gpus: list[GPU], p: str) -> None:
+        """A PCIe switch hangs off one CPU socket: its GPUs name the same socket (or none of them does)."""
+        seen: dict[int, tuple[int | None, int]] = {}
+        for g in gpus:
+            if g.switch is None:
+                continue
+            first = seen.setdefault(g.switch, (g.socket, g.index))
+            if first[0] != g.socket:
+                raise self.fail(f"{p}.gpus[{g.index}].socket", f"switch {g.switch} also holds GPU {first[1]} "
+                                f"on socket {first[0]}: a PCIe switch hangs off one socket")
 
     def job(self, j: Any, p: str, cluster: Cluster) -> Job:
         j = self.obj(j, p)
@@ -500,6 +523,9 @@ def instance_to_dict(inst: Instance) -> dict[str, Any]:
             gd: dict[str, Any] = {"type": g.type}
             if g.variability:
                 gd["variability"] = dict(g.variability)
+            for f in ("socket", "switch"):
+                if getattr(g, f) is not None:
+                    gd[f] = getattr(g, f)
             gpus.append(gd)
         nodes.append({"name": n.name, "cpus": n.cpus, "mem_gb": n.mem_gb, "gpus": gpus})
     jobs = []
@@ -518,6 +544,9 @@ def instance_to_dict(inst: Instance) -> dict[str, Any]:
             jd["measured"] = {k: {str(n): x for n, x in row.items()} for k, row in j.measured.items()}
         jd.update(j.extra)
         jobs.append(jd)
+    # v1.1 fields are written only when set, so a v1 file writes back as it was
+    topology = {k: v for k, v, default in (("qpi_factor", c.qpi_factor, 1.0),
+                                           ("pcie_interference", c.pcie_interference, 0.0)) if v != default}
     out: dict[str, Any] = {
         "format": INSTANCE_FORMAT, "name": inst.name, "problem": inst.problem,
         "objective": inst.objective,
@@ -525,6 +554,7 @@ def instance_to_dict(inst: Instance) -> dict[str, Any]:
             "nodes": nodes, "intra_node_gbps": c.intra_node_gbps, "inter_node_gbps": c.inter_node_gbps,
             "locality_penalty": c.locality_penalty, "split": c.split,
             "interference": {a: dict(r) for a, r in c.interference.items()}, "restart_s": c.restart_s,
+            **topology,
         },
         "jobs": jobs,
     }

@@ -18,7 +18,9 @@ _NULLNUM = {"type": ["number", "null"], "minimum": 0}
 def instance_schema() -> dict[str, Any]:
     gpu = {"type": "object", "required": ["type"],
            "properties": {"type": {"type": "string", "minLength": 1},
-                          "variability": {"type": ["object", "null"], "additionalProperties": _NONNEG}}}
+                          "variability": {"type": ["object", "null"], "additionalProperties": _NONNEG},
+                          "socket": {"type": ["integer", "null"], "minimum": 0},
+                          "switch": {"type": ["integer", "null"], "minimum": 0}}}
     node = {"type": "object", "required": ["name"],
             "properties": {"name": {"type": "string", "minLength": 1, "pattern": "^[^:]+$"}, "cpus": _NONNEG,
                            "mem_gb": _NONNEG, "gpus": {"type": "array", "items": gpu}}}
@@ -50,7 +52,7 @@ def instance_schema() -> dict[str, Any]:
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://jctlab.dev/schema/instance-1.json",
-        "title": "jctlab instance (v1)",
+        "title": "jctlab instance (v1.1)",
         "type": "object",
         "required": ["format", "name", "problem", "cluster", "jobs"],
         "properties": {
@@ -65,7 +67,8 @@ def instance_schema() -> dict[str, Any]:
                 "split": {"enum": list(SPLITS)},
                 "interference": {"type": ["object", "null"], "additionalProperties": {
                     "type": "object", "additionalProperties": _NONNEG}},
-                "restart_s": _NONNEG}},
+                "restart_s": _NONNEG,
+                "qpi_factor": {"type": "number", "minimum": 1}, "pcie_interference": _NONNEG}},
             "jobs": {"type": "array", "minItems": 1, "items": job},
         },
     }

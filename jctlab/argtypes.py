@@ -80,7 +80,7 @@ def integer(lo: int, hi: int) -> Callable[[str], int]:
 #: common flags
 SEED = integer(0, L.MAX_SEED)
 THREADS = integer(1, L.MAX_THREADS)
-TIME_LIMIT = number(L.Range(0, L.MAX_TIME_LIMIT, lo_open=True))
+TIME_LIMIT = number(L.TIME_LIMIT)
 ROUND = number(L.Range(0, L.TIME.hi, lo_open=True))
 
 

@@ -34,6 +34,29 @@ def _common(p: argparse.ArgumentParser, gpus: int, nodes: int, jobs: int) -> Non
                    help="max interference coefficient between classes")
     p.add_argument("--objective", default="mean_jct", choices=["mean_jct", "weighted_jct", "makespan"])
     p.add_argument("--name", type=T.text, default=None)
+    _topology_args(p)
+
+
+def _topology_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--topology", action="store_true",
+                   help="two CPU sockets per node, PCIe switches of two GPUs (SPEC v1.1 topology)")
+    p.add_argument("--qpi-factor", type=T.number(L.LOCALITY), default=None,
+                   help="cross-socket factor, in [1, 1000] (default 1.2 with --topology)")
+    p.add_argument("--pcie-interference", type=T.number(L.INTERFERENCE), default=None,
+                   help="per job sharing a PCIe switch, in [0, 100] (default 0.1 with --topology)")
+
+
+def _topology(a: argparse.Namespace, inst: Instance) -> Instance:
+    """The generated instance with the factors given on the command line (the generator sets the defaults)."""
+    if a.qpi_factor is None and a.pcie_interference is None:
+        return inst
+    if not a.topology:
+        raise InputError("command line", "--qpi-factor/--pcie-interference", "need --topology")
+    d = inst.to_dict()
+    for key, v in (("qpi_factor", a.qpi_factor), ("pcie_interference", a.pcie_interference)):
+        if v is not None:
+            d["cluster"][key] = v
+    return Instance.from_dict(d, "command line")
 
 
 def _check(a: argparse.Namespace) -> None:
@@ -54,9 +77,10 @@ class StaticKind:
         from .generators import static_instance
 
         _check(a)
-        return static_instance(gpus=a.gpus, nodes=a.nodes, jobs=a.jobs, types=a.types, sizes=a.sizes, seed=a.seed,
-                               variability=a.variability, locality_penalty=a.locality_penalty, cpu_mem=a.cpu_mem,
-                               ps=a.ps, interference=a.interference, objective=a.objective, name=a.name)
+        return _topology(a, static_instance(
+            gpus=a.gpus, nodes=a.nodes, jobs=a.jobs, types=a.types, sizes=a.sizes, seed=a.seed,
+            variability=a.variability, locality_penalty=a.locality_penalty, cpu_mem=a.cpu_mem, ps=a.ps,
+            interference=a.interference, objective=a.objective, name=a.name, topology=a.topology))
 
 
 @dataclass(frozen=True)
@@ -80,11 +104,12 @@ class OfflineKind:
         _check(a)
         if a.min_hours > a.max_hours:
             raise InputError("command line", "--min-hours", f"{a.min_hours:g} is above --max-hours {a.max_hours:g}")
-        return offline_instance(gpus=a.gpus, nodes=a.nodes, jobs=a.jobs, types=a.types, interarrival_s=a.interarrival,
-                                duration_h=(a.min_hours, a.max_hours), max_size=a.max_size, elastic=a.elastic,
-                                seed=a.seed, variability=a.variability, locality_penalty=a.locality_penalty,
-                                cpu_mem=a.cpu_mem, ps=a.ps, interference=a.interference, restart_s=a.restart,
-                                problem=a.problem, objective=a.objective, name=a.name)
+        return _topology(a, offline_instance(
+            gpus=a.gpus, nodes=a.nodes, jobs=a.jobs, types=a.types, interarrival_s=a.interarrival,
+            duration_h=(a.min_hours, a.max_hours), max_size=a.max_size, elastic=a.elastic, seed=a.seed,
+            variability=a.variability, locality_penalty=a.locality_penalty, cpu_mem=a.cpu_mem, ps=a.ps,
+            interference=a.interference, restart_s=a.restart, problem=a.problem, objective=a.objective,
+            name=a.name, topology=a.topology))
 
 
 KINDS = {"static": StaticKind(), "offline": OfflineKind()}
@@ -220,12 +245,14 @@ class AlibabaKind:
         p.add_argument("--sample", default="random", choices=["random", "proportional"])
         p.add_argument("--seed", type=T.SEED, default=0)
         p.add_argument("--name", type=T.text, default=None)
+        _topology_args(p)
 
     def build(self, a: argparse.Namespace) -> Instance:
         from .loaders.alibaba import load_alibaba
         from .model import load_instance
 
-        return load_alibaba(load_instance(a.base), a.machines, seed=a.seed, sample=a.sample, name=a.name)
+        return _topology(a, load_alibaba(load_instance(a.base), a.machines, seed=a.seed, sample=a.sample,
+                                         name=a.name, topology=a.topology))
 
 
 @dataclass(frozen=True)

@@ -77,9 +77,9 @@ BANDWIDTH = Range(1e-6, 1e6, unit="Gbps")
 COMM_MB = Range(0, 1e9, unit="MB")
 #: per-GPU per-class slowdown factor
 VARIABILITY = Range(1e-3, 1e3)
-#: interference coefficient between two classes
+#: interference coefficient between two classes; also pcie_interference (per job sharing a PCIe switch)
 INTERFERENCE = Range(0, 100)
-#: locality penalty factor
+#: locality penalty factor; also the cross-socket factor qpi_factor (SPEC v1.1 topology)
 LOCALITY = Range(1, 1e3)
 #: a node's CPUs, a CPU/memory level's CPUs per GPU, a PS's CPUs
 CPUS = Range(0, 1e6)
@@ -108,8 +108,12 @@ MAX_DEPTH = 64                # nesting of objects and lists, unknown fields inc
 
 #: command line
 MAX_TIME_LIMIT = 1e6          # --time-limit, s
+TIME_LIMIT = Range(0, MAX_TIME_LIMIT, lo_open=True, unit="s")   # a solver's time limit, flag or file
 MAX_THREADS = 1_024
 MAX_SEED = 2**31 - 1          # CP-SAT's seeds are 32-bit
+
+#: a GPU's socket and switch numbers within its node (SPEC v1.1 topology; null: none)
+TOPOLOGY_ID = Range(0, MAX_GPUS, integer=True)
 
 #: the online simulator (jctlab.simulate)
 MAX_ROUNDS = 1_000_000        # rounds the instance needs at least (its horizon's lower bound / round)
@@ -127,6 +131,9 @@ TABLE: tuple[tuple[str, Range], ...] = (
     ("variability", VARIABILITY),
     ("interference", INTERFERENCE),
     ("locality_penalty", LOCALITY),
+    ("qpi_factor", LOCALITY),
+    ("pcie_interference", INTERFERENCE),
+    ("socket, switch", TOPOLOGY_ID),
     ("cpus, cpus_per_gpu, ps_cpus", CPUS),
     ("mem_gb, mem_gb_per_gpu", MEM_GB),
     ("cpu_mem speedup", SPEEDUP),

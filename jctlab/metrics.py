@@ -61,12 +61,12 @@ class ReferenceDurations:
 
 
 def strip_variability(cluster: Cluster) -> Cluster:
-    """The same cluster with every GPU at its nominal speed."""
+    """The same cluster with every GPU at its nominal speed (its topology kept)."""
     from dataclasses import replace
 
-    from .model import GPU, Node
+    from .model import Node
 
-    nodes = tuple(Node(n.name, n.cpus, n.mem_gb, tuple(GPU(g.node, g.index, g.type, {}) for g in n.gpus))
+    nodes = tuple(Node(n.name, n.cpus, n.mem_gb, tuple(replace(g, variability={}) for g in n.gpus))
                   for n in cluster.nodes)
     return replace(cluster, nodes=nodes)
 

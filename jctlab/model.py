@@ -25,6 +25,7 @@ SCHEDULE_FORMAT = "jctlab.schedule/1"
 PROBLEMS = ("static", "offline", "preemptive")
 OBJECTIVES = ("mean_jct", "weighted_jct", "makespan")
 SPLITS = ("proportional", "equal")
+_TOPOLOGY_MAX = int(L.TOPOLOGY_ID.hi)   # socket and switch numbers (SPEC §7)
 STATUSES = ("optimal", "feasible", "bound_only", "infeasible", "timeout_no_solution", "error")
 
 
@@ -37,6 +38,8 @@ class GPU:
     index: int
     type: str
     variability: Mapping[str, float] = field(default_factory=dict)
+    socket: int | None = None    # CPU socket of the node it hangs off (SPEC §1 topology, v1.1)
+    switch: int | None = None    # PCIe switch of the node it sits under
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -76,6 +79,8 @@ class Cluster:
     split: str = "proportional"
     interference: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     restart_s: float = 0.0
+    qpi_factor: float = 1.0          # a job whose GPUs on one node span CPU sockets (v1.1)
+    pcie_interference: float = 0.0   # per other job sharing a PCIe switch (v1.1)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @cached_property
@@ -97,6 +102,10 @@ class Cluster:
     @cached_property
     def has_interference(self) -> bool:
         return any(v > 0 for row in self.interference.values() for v in row.values())
+
+    @cached_property
+    def has_switch_interference(self) -> bool:
+        return self.pcie_interference > 0 and any(g.switch is not None for g in self.gpus)
 
     def interference_of(self, a: str | None, b: str | None) -> float:
         if a is None or b is None:
@@ -331,9 +340,9 @@ class _Reader:
 class _InstanceReader(_Reader):
     KNOWN_TOP = {"format", "name", "problem", "objective", "cluster", "jobs"}
     KNOWN_CLUSTER = {"nodes", "intra_node_gbps", "inter_node_gbps", "locality_penalty", "split", "interference",
-                     "restart_s"}
+                     "restart_s", "qpi_factor", "pcie_interference"}
     KNOWN_NODE = {"name", "cpus", "mem_gb", "gpus"}
-    KNOWN_GPU = {"type", "variability"}
+    KNOWN_GPU = {"type", "variability", "socket", "switch"}
     KNOWN_JOB = {
         "name", "model", "arrival", "batch", "iterations", "samples_per_s", "comm_mb", "sizes",
         "class", "weight", "cpu_mem", "ps", "measured",
@@ -391,7 +400,10 @@ class _InstanceReader(_Reader):
                 t = self.str_(self.get(g, "type", gp), f"{gp}.type")
                 var = self.opt_obj(g.get("variability"), f"{gp}.variability")
                 var = {str(cl): self.num(x, f"{gp}.variability.{cl}", L.VARIABILITY) for cl, x in var.items()}
-                gpus.append(GPU(name, k, t, var, self.extra(g, self.KNOWN_GPU, gp)))
+                sock, sw = (None if g.get(f) is None else self.int_(g[f], f"{gp}.{f}", 0, _TOPOLOGY_MAX)
+                            for f in ("socket", "switch"))
+                gpus.append(GPU(name, k, t, var, sock, sw, self.extra(g, self.KNOWN_GPU, gp)))
+            self.topology(gpus, p)
             nodes.append(Node(name, cpus, mem, tuple(gpus), self.extra(n, self.KNOWN_NODE, p)))
         if not any(n.gpus for n in nodes):
             raise self.fail("cluster.nodes", "the cluster has no GPU")
@@ -410,8 +422,22 @@ class _InstanceReader(_Reader):
             split=self.choice(c.get("split", "proportional"), "cluster.split", SPLITS),
             interference=interference,
             restart_s=self.num(c.get("restart_s", 0.0), "cluster.restart_s", L.TIME),
+            qpi_factor=self.num(c.get("qpi_factor", 1.0), "cluster.qpi_factor", L.LOCALITY),
+            pcie_interference=self.num(c.get("pcie_interference", 0.0), "cluster.pcie_interference",
+                                       L.INTERFERENCE),
             extra=self.extra(c, self.KNOWN_CLUSTER, "cluster"),
         )
+
+    def topology(self, gpus: list[GPU], p: str) -> None:
+        """A PCIe switch hangs off one CPU socket: its GPUs name the same socket (or none of them does)."""
+        seen: dict[int, tuple[int | None, int]] = {}
+        for g in gpus:
+            if g.switch is None:
+                continue
+            first = seen.setdefault(g.switch, (g.socket, g.index))
+            if first[0] != g.socket:
+                raise self.fail(f"{p}.gpus[{g.index}].socket", f"switch {g.switch} also holds GPU {first[1]} "
+                                f"on socket {first[0]}: a PCIe switch hangs off one socket")
 
     def job(self, j: Any, p: str, cluster: Cluster) -> Job:
         j = self.obj(j, p)
@@ -566,6 +592,9 @@ def instance_to_dict(inst: Instance) -> dict[str, Any]:
             gd: dict[str, Any] = {"type": g.type}
             if g.variability:
                 gd["variability"] = dict(g.variability)
+            for f in ("socket", "switch"):
+                if getattr(g, f) is not None:
+                    gd[f] = getattr(g, f)
             gpus.append({**gd, **g.extra})
         nodes.append({"name": n.name, "cpus": n.cpus, "mem_gb": n.mem_gb, "gpus": gpus, **n.extra})
     jobs = []
@@ -584,6 +613,9 @@ def instance_to_dict(inst: Instance) -> dict[str, Any]:
             jd["measured"] = {k: {str(n): x for n, x in row.items()} for k, row in j.measured.items()}
         jd.update(j.extra)
         jobs.append(jd)
+    # v1.1 fields are written only when set, so a v1 file writes back as it was
+    topology = {k: v for k, v, default in (("qpi_factor", c.qpi_factor, 1.0),
+                                           ("pcie_interference", c.pcie_interference, 0.0)) if v != default}
     out: dict[str, Any] = {
         "format": INSTANCE_FORMAT, "name": inst.name, "problem": inst.problem,
         "objective": inst.objective,
@@ -591,6 +623,7 @@ def instance_to_dict(inst: Instance) -> dict[str, Any]:
             "nodes": nodes, "intra_node_gbps": c.intra_node_gbps, "inter_node_gbps": c.inter_node_gbps,
             "locality_penalty": c.locality_penalty, "split": c.split,
             "interference": {a: dict(r) for a, r in c.interference.items()}, "restart_s": c.restart_s,
+            **topology,
             **c.extra,
         },
         "jobs": jobs,

@@ -17,7 +17,8 @@ _NULLNUM = {"type": ["number", "null"], "minimum": 0}
 
 def _num(r: L.Range, null: bool = False) -> dict[str, Any]:
     """The schema of a number in the range ``r`` of SPEC §7 (``null`` allowed too when ``null``)."""
-    s: dict[str, Any] = {"type": ["number", "null"] if null else "number",
+    kind = "integer" if r.integer else "number"
+    s: dict[str, Any] = {"type": [kind, "null"] if null else kind,
                          "exclusiveMinimum" if r.lo_open else "minimum": r.lo, "maximum": r.hi}
     if r.zero:
         s = {"anyOf": [{"const": 0}, s]}
@@ -27,7 +28,8 @@ def _num(r: L.Range, null: bool = False) -> dict[str, Any]:
 def instance_schema() -> dict[str, Any]:
     gpu = {"type": "object", "required": ["type"],
            "properties": {"type": {"type": "string", "minLength": 1},
-                          "variability": {"type": ["object", "null"], "additionalProperties": _num(L.VARIABILITY)}}}
+                          "variability": {"type": ["object", "null"], "additionalProperties": _num(L.VARIABILITY)},
+                          "socket": _num(L.TOPOLOGY_ID, null=True), "switch": _num(L.TOPOLOGY_ID, null=True)}}
     node = {"type": "object", "required": ["name"],
             "properties": {"name": {"type": "string", "minLength": 1, "pattern": "^[^:]+$"}, "cpus": _num(L.CPUS),
                            "mem_gb": _num(L.MEM_GB), "gpus": {"type": ["array", "null"], "items": gpu}}}
@@ -62,7 +64,7 @@ def instance_schema() -> dict[str, Any]:
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://jctlab.dev/schema/instance-1.json",
-        "title": "jctlab instance (v1)",
+        "title": "jctlab instance (v1.1)",
         "type": "object",
         "required": ["format", "name", "problem", "cluster", "jobs"],
         "properties": {
@@ -77,7 +79,8 @@ def instance_schema() -> dict[str, Any]:
                 "split": {"enum": list(SPLITS)},
                 "interference": {"type": ["object", "null"], "additionalProperties": {
                     "type": "object", "additionalProperties": _num(L.INTERFERENCE)}},
-                "restart_s": _num(L.TIME)}},
+                "restart_s": _num(L.TIME),
+                "qpi_factor": _num(L.LOCALITY), "pcie_interference": _num(L.INTERFERENCE)}},
             "jobs": {"type": "array", "minItems": 1, "maxItems": L.MAX_JOBS, "items": job},
         },
     }

@@ -117,6 +117,9 @@ class Simulator:
         self._open: dict[int, tuple[float, Allocation]] = {}
         self._segments: list[Segment] = []
         self.decisions = 0
+        self._order = sorted(range(len(inst.jobs)), key=lambda j: (inst.jobs[j].arrival, j))
+        self._ai = 0                          # next arrival in _order
+        self._next_round = 0.0 if round_s else math.inf   # rounds on the grid 0, R, 2R, ...
 
     # --------------------------------------------------------------------- views
     @property
@@ -127,53 +130,73 @@ class Simulator:
     def free(self) -> dict[str, set[str]]:
         return self.engine.free
 
+    @property
+    def arrivals_left(self) -> int:
+        """Jobs that have not arrived yet (an online policy may not look at them, only count them)."""
+        return len(self._order) - self._ai
+
     def free_count(self) -> int:
         return sum(len(s) for s in self.engine.free.values())
 
     # --------------------------------------------------------------------- run
     def run(self) -> tuple[Schedule, Replay]:
         t_begin = time.perf_counter()
+        while self.advance():
+            self.apply(self.policy.decide(self))
+            if self.stuck():
+                raise PolicyError(
+                    f"policy {self.method} leaves {len(self.waiting)} job(s) waiting on an idle cluster")
+        return self.finish(time.perf_counter() - t_begin)
+
+    def advance(self) -> bool:
+        """Move to the next decision point (completions, arrivals and round ticks of one instant, applied
+        to the state); False once every job is done. ``run`` is ``advance`` / ``apply`` / ``finish``; an
+        agent that acts step by step (``rl.envs``) drives the same three. Each decision point counts
+        against ``max_decisions``, whoever drives the run."""
         inst, eng = self.inst, self.engine
-        order = sorted(range(len(inst.jobs)), key=lambda j: (inst.jobs[j].arrival, j))
-        n = len(order)
-        ai = 0
+        n = len(self._order)
+        if self.done == n:
+            return False
+        if self.decisions >= self.max_decisions:
+            raise PolicyError(f"policy {self.method} made {self.decisions} decisions and {self.done} of {n} "
+                              f"jobs are done at time {self.now:.6g}: stopped as never ending")
+        t_arr = inst.jobs[self._order[self._ai]].arrival if self._ai < n else math.inf
         R = self.round_s
-        next_round = 0.0 if R else math.inf  # rounds on the grid 0, R, 2R, ...
-        while self.done < n:
-            t_arr = inst.jobs[order[ai]].arrival if ai < n else math.inf
-            if R and not eng.running and not self.waiting and next_round < t_arr:
-                next_round = R * math.ceil(t_arr / R)  # skip empty rounds on an idle cluster
-            t = min(t_arr, eng.next_completion(), next_round)
-            if t == math.inf:
-                raise PolicyError(
-                    f"policy {self.method} leaves {len(self.waiting)} job(s) waiting on an idle cluster")
-            reasons = set()
-            for j, tc in eng.pop_completions(t):
-                self._close(j, None)
-                self.done += 1
-                reasons.add("completion")
-            while ai < n and inst.jobs[order[ai]].arrival <= t:
-                j = order[ai]
-                self.waiting[j] = None
-                self.arrived.append(j)
-                ai += 1
-                reasons.add("arrival")
-            if R and t >= next_round:
-                reasons.add("round")
-                next_round += R * max(1, math.floor((t - next_round) / R) + 1)
-            eng.now = self.now = t
-            self.reasons = frozenset(reasons)
-            if self.done == n:
-                break
-            self._apply(self.policy.decide(self), t)
+        if R and not eng.running and not self.waiting and self._next_round < t_arr:
+            self._next_round = R * math.ceil(t_arr / R)  # skip empty rounds on an idle cluster
+        t = min(t_arr, eng.next_completion(), self._next_round)
+        if t == math.inf:
+            raise PolicyError(
+                f"policy {self.method} leaves {len(self.waiting)} job(s) waiting on an idle cluster")
+        reasons = set()
+        for j, tc in eng.pop_completions(t):
+            self._close(j, None)
+            self.done += 1
+            reasons.add("completion")
+        while self._ai < n and inst.jobs[self._order[self._ai]].arrival <= t:
+            j = self._order[self._ai]
+            self.waiting[j] = None
+            self.arrived.append(j)
+            self._ai += 1
+            reasons.add("arrival")
+        if R and t >= self._next_round:
+            reasons.add("round")
+            self._next_round += R * max(1, math.floor((t - self._next_round) / R) + 1)
+        eng.now = self.now = t
+        self.reasons = frozenset(reasons)
+        if self.done < n:
             self.decisions += 1
-            if self.decisions > self.max_decisions:
-                raise PolicyError(f"policy {self.method} made {self.decisions} decisions and {self.done} of {n} "
-                                  f"jobs are done at time {t:.6g}: stopped as never ending")
-            if not eng.running and ai == n and self.waiting and (not self.round_s or "round" in reasons):
-                raise PolicyError(
-                    f"policy {self.method} leaves {len(self.waiting)} job(s) waiting on an idle cluster")
-        runtime = time.perf_counter() - t_begin
+            return True
+        return False
+
+    def stuck(self) -> bool:
+        """Jobs wait on an idle cluster and no arrival (or, with rounds, no round) will ask again."""
+        return (not self.engine.running and not self.arrivals_left and bool(self.waiting)
+                and (not self.round_s or "round" in self.reasons))
+
+    def finish(self, runtime: float) -> tuple[Schedule, Replay]:
+        """The schedule of the finished run, replayed, claiming the replayed objective."""
+        inst = self.inst
         segs = tuple(sorted(self._segments, key=lambda s: (s.start, inst.index[s.job])))
         sched = Schedule(inst.name, self.method, segs)
         rep = replay(inst, sched)
@@ -181,6 +204,10 @@ class Simulator:
             raise PolicyError(f"policy {self.method} produced an invalid schedule: {rep.error}")
         sched = sched.with_claim(Claimed(rep.objective, None, "feasible", runtime))
         return sched, rep
+
+    def apply(self, actions: Iterable[Action]) -> None:
+        """Apply ``actions`` now: preemptions first, then starts (a rule broken is a :class:`PolicyError`)."""
+        self._apply(actions, self.now)
 
     def _apply(self, actions: Iterable[Action], t: float) -> None:
         eng = self.engine

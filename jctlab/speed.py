@@ -1,8 +1,10 @@
 """The speed model of SPEC §2: the one place where per-iteration times are computed.
 
 Every solver, policy and the simulator get durations from here; nobody re-derives them.
-``base_iteration_time`` is everything but interference; ``interference_factor`` is the co-location
-multiplier, which the simulator applies piecewise while neighbours come and go.
+``base_iteration_time`` is everything but interference; ``interference_factor`` (classes sharing a
+node) and ``switch_factor`` (jobs sharing a PCIe switch) are the co-location multipliers, which the
+simulator applies piecewise while neighbours come and go. The cross-socket (QPI) factor of an
+allocation is part of its base time (:func:`cross_socket_factor`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .model import Allocation, Cluster, Job
+from .model import GPU, Allocation, Cluster, Job
 
 
 class SpeedError(ValueError):
@@ -77,9 +79,36 @@ def cpu_mem_speedup(job: Job, alloc: Allocation) -> float:
     return s
 
 
+def spans_sockets(gpus: Iterable[GPU]) -> bool:
+    """Whether some node holds GPUs of the set on two or more CPU sockets (GPUs without a socket
+    count as no socket)."""
+    first: dict[str, int] = {}
+    for g in gpus:
+        if g.socket is not None and first.setdefault(g.node, g.socket) != g.socket:
+            return True
+    return False
+
+
+def cross_socket_factor(gpus: Iterable[GPU], cluster: Cluster) -> float:
+    """SPEC §2 (v1.1): ``qpi_factor`` when the GPUs span sockets of a node, else 1."""
+    if cluster.qpi_factor == 1.0:
+        return 1.0
+    return cluster.qpi_factor if spans_sockets(gpus) else 1.0
+
+
+def alloc_switches(alloc: Allocation, cluster: Cluster) -> frozenset[tuple[str, int]]:
+    """The (node, switch) PCIe switches that hold GPUs of the allocation."""
+    return frozenset((g.node, g.switch) for g in (cluster.gpu[i] for i in alloc.gpus) if g.switch is not None)
+
+
 def step_time(job: Job, alloc: Allocation, cluster: Cluster) -> float:
-    """compute + comm (with the locality penalty where it applies) for one iteration, no speedup."""
+    """compute + comm (with the locality penalty and the cross-socket factor where they apply) for one
+    iteration, no speedup."""
     gpus = [cluster.gpu[g] for g in alloc.gpus]
+    return _step_time(job, alloc, cluster, gpus) * cross_socket_factor(gpus, cluster)
+
+
+def _step_time(job: Job, alloc: Allocation, cluster: Cluster, gpus: list[GPU]) -> float:
     n = len(gpus)
     if n == 0:
         raise SpeedError(f"job {job.name} holds no GPU")
@@ -125,7 +154,8 @@ def step_times_by_counts(job: Job, cluster: Cluster, types: Sequence[str], count
     for the job's class (factor 1, so a duration depends on nothing else) and, for a PS job, one
     parameter server on a node of its GPUs. ``nan`` where :func:`step_time` raises
     :class:`SpeedError` (no GPU, or a type the job cannot use). Tests check it against
-    :func:`step_time` on concrete allocations.
+    :func:`step_time` on concrete allocations. It knows no topology: with a ``qpi_factor`` it prices an
+    allocation as if it stayed within one socket per node, which no real allocation beats.
     """
     return step_time_table([job], cluster, types, counts, spread)[0]
 
@@ -186,9 +216,17 @@ def interference_factor(job: Job, neighbour_classes: Iterable[str | None], clust
     return 1.0 + sum(cluster.interference_of(job.job_class, c) for c in neighbour_classes)
 
 
+def switch_factor(cluster: Cluster, switch_neighbours: int) -> float:
+    """SPEC §2 (v1.1): 1 + pcie_interference per other running job sharing a PCIe switch."""
+    return 1.0 + cluster.pcie_interference * switch_neighbours
+
+
 def iteration_time(job: Job, alloc: Allocation, cluster: Cluster,
-                   neighbour_classes: Iterable[str | None] = ()) -> float:
-    return base_iteration_time(job, alloc, cluster) * interference_factor(job, neighbour_classes, cluster)
+                   neighbour_classes: Iterable[str | None] = (), switch_neighbours: int = 0) -> float:
+    """Per-iteration time beside running neighbours: the classes of those sharing a node, and how many
+    share a PCIe switch with the job."""
+    return (base_iteration_time(job, alloc, cluster) * interference_factor(job, neighbour_classes, cluster)
+            * switch_factor(cluster, switch_neighbours))
 
 
 def duration(job: Job, alloc: Allocation, cluster: Cluster) -> float:

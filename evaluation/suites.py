@@ -255,7 +255,11 @@ class Suite:
     def load_instance(self, si: SuiteInstance, data_dir: str | os.PathLike | None = None) -> Instance:
         """The instance of a draw: its shipped file, else its generator call (checked against its hash)."""
         if si.file is not None:
-            return load_instance(self.folder / si.file)
+            inst = load_instance(self.folder / si.file)
+            if instance_hash(inst) != si.sha256:   # the references hold for the instance of the hash only
+                raise InputError(str(self.folder / si.file), "", f"differs from the sha256 of {si.name} in "
+                                 f"{self.source}: the suite's references are not this instance's")
+            return inst
         if self.requires_data and data_dir is None:
             raise InputError(self.source, si.name, "needs the raw data (../shared/data or $JCTLAB_DATA)")
         inst = self.family(si.family).generator.build(si.seed, si.name, data_dir if self.requires_data else None,
@@ -344,6 +348,7 @@ class _SuiteReader(_Reader):
     def family(self, f: Any, p: str) -> Family:
         f = self.obj(f, p)
         kwargs = self.obj(f.get("kwargs", {}), f"{p}.kwargs")
+        L.check_free_value(kwargs, self.source, f"{p}.kwargs")   # finite, so that the suite can be written back
         for bad in ("seed", "name", "data_dir"):
             if bad in kwargs:
                 raise self.fail(f"{p}.kwargs.{bad}", "set by the suite (seeds, instance names, data folder)")

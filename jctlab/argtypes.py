@@ -253,14 +253,31 @@ def out_path(raw: str) -> str:
     p = Path(raw)
     if p.is_dir() or raw.endswith(("/", os.sep)):
         raise _bad(f"{raw} is a directory, not a file")
-    a = p.parent
+    _writable_under(raw, p.parent)
+    return raw
+
+
+def out_dir(raw: str) -> str:
+    """An output folder (a run folder, a checkpoint folder), checked before any work: not empty, not a
+    file, not under a file; an existing one this user may write in, or one that can be created."""
+    if not raw.strip():
+        raise _bad("must not be empty")
+    p = Path(raw)
+    if p.exists() and not p.is_dir():
+        raise _bad(f"{raw} is a file, not a folder")
+    _writable_under(raw, p)
+    return raw
+
+
+def _writable_under(raw: str, folder: Path) -> None:
+    """``folder``, or its first existing ancestor, is a folder this user may write in."""
+    a = folder
     while not a.exists() and a != a.parent:
         a = a.parent
     if not a.is_dir():
         raise _bad(f"{raw}: {a} is a file, not a folder")
     if not os.access(a, os.W_OK | os.X_OK):
         raise _bad(f"{raw}: cannot write in {a}")
-    return raw
 
 
 # --------------------------------------------------------------------------- option types shared by plug-ins

@@ -43,7 +43,7 @@ class Range:
         if self.zero and x == 0:
             return None
         if x < self.lo or (self.lo_open and x == self.lo) or x > self.hi:
-            return f"must be {self.describe()}, got {shorten(x)}"
+            return f"must be {self.describe()}, got {shorten(int(x) if self.integer else x)}"
         return None
 
     def describe(self) -> str:

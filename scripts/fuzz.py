@@ -1,9 +1,10 @@
 """The long fuzz run of issue 44 (``make fuzz``): N hostile cases through every verb, the count of each outcome.
 
-    python scripts/fuzz.py --cases 2000 [--seed 0] [--log fuzz.jsonl] [--save failures/]
+    python scripts/fuzz.py --cases 2000 [--seed 0] [--verbs evaluate,train] [--log fuzz.jsonl] [--save failures/]
 
-Cases come from the Hypothesis strategies of ``tests/fuzzing.py`` (instances, schedules, cache files and
-options, each mutation knowing whether it makes the input nonsense) and run in-process through
+Cases come from the Hypothesis strategies of ``tests/fuzzing.py`` (instances, schedules, cache files, suite
+manifests, run folders, demonstrations and options, each mutation knowing whether it makes the input
+nonsense; every verb, core and plug-in, by default, or those of ``--verbs``) and run in-process through
 ``jctlab.cli.main``; each is judged on the properties of the issue (no traceback, exit code with its
 documented meaning, one stderr line on exit 2, no RuntimeWarning, nothing written on error, within its
 time limit + 2 s or 10 s). Outcomes: ``ok:exit-N`` (``:nonsense-refused`` when the input was nonsense
@@ -29,16 +30,22 @@ from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import seed as hypothesis_seed  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from tests.fuzzing import cases, materialize, outcome_name, run_and_judge  # noqa: E402
+from tests.fuzzing import ALL_WEIGHTS, cases, materialize, outcome_name, run_and_judge  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--verbs", default=None, help=f"comma list of verbs (default: all: {','.join(ALL_WEIGHTS)})")
     ap.add_argument("--log", type=Path, default=None, help="JSON lines, one per case; resumes from it (delete it to start over)")
     ap.add_argument("--save", type=Path, default=None, help="folder for the files and command of failing cases")
     a = ap.parse_args(argv)
+    weights = None
+    if a.verbs:
+        weights = {v: ALL_WEIGHTS[v] for v in a.verbs.split(",") if v in ALL_WEIGHTS}
+        if not weights:
+            ap.error(f"--verbs: none of {a.verbs!r} is a verb ({', '.join(ALL_WEIGHTS)})")
     done: list[dict] = []
     if a.log is not None:
         a.log.parent.mkdir(parents=True, exist_ok=True)
@@ -54,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     @hypothesis_seed(a.seed)
     @settings(max_examples=a.cases, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
-    @given(case=cases())
+    @given(case=cases(weights))
     def run(case):
         i = seen[0]
         seen[0] += 1

@@ -73,6 +73,9 @@ def bases() -> dict[str, dict[str, Any]]:
         "rich": rich,
         "ps-heavy": ps_heavy("offline", 2, 0.0, 0.0, 1024).to_dict(),
         "extreme": extreme(tiny_dict()),
+        # SPEC v1.1 topology: GPU socket/switch, cluster qpi_factor/pcie_interference (preemptive: restarts too)
+        "topology": offline_instance(gpus=8, nodes=1, jobs=3, max_size=4, seed=7, topology=True,
+                                     problem="preemptive", duration_h=(0.1, 0.3), interarrival_s=300).to_dict(),
     }
 
 
@@ -154,9 +157,16 @@ def _delete(obj: Any, path: tuple) -> None:
 _SCHEDULE_FREE = {"lower_bound"}
 
 
+def _free(kind: str, path: tuple) -> bool:
+    """Whether any value at ``path`` may be meaningful (so a mutation there is never certain nonsense): in a
+    suite manifest the generator's keyword arguments and the description (read as given), in a cell row of
+    a run folder every field (the row's reader checks the fields it uses, not each one)."""
+    return (kind == "suite" and ("kwargs" in path or path[-1:] == ("description",))) or kind == "row"
+
+
 @st.composite
 def mutated(draw: Any, base: Any, kind: str) -> Doc:
-    """``base`` (an instance or schedule dict) with 1-3 hostile mutations (``kind``: "instance" | "schedule")."""
+    """``base`` (a dict) with 1-3 hostile mutations (``kind``: "instance" | "schedule" | "suite" | "row")."""
     doc = Doc(json.loads(json.dumps(base)))
     for _ in range(draw(st.integers(1, 3))):
         op = draw(st.sampled_from(("number", "number", "container", "string", "delete", "unknown", "deep")))
@@ -173,9 +183,10 @@ def mutated(draw: Any, base: Any, kind: str) -> Doc:
             elif pool == "range":
                 raw = draw(st.sampled_from(OUT_OF_EVERY_RANGE))
                 bad = not (kind == "schedule" and (p[-1] in _SCHEDULE_FREE or raw == "1e300"))
+                bad = bad and not (kind == "suite" and p[-1] == "value" and raw == "1e300")  # an objective
             else:
                 raw = draw(st.sampled_from(MAYBE))
-            _set(doc.obj, p, doc.splice(raw, bad))
+            _set(doc.obj, p, doc.splice(raw, bad and not _free(kind, p)))
             doc.notes.append(f"{'.'.join(map(str, p))}={raw[:20]}")
         elif op == "container":
             cons = [(p, v) for p, v in paths if isinstance(v, (dict, list))]
@@ -184,7 +195,7 @@ def mutated(draw: Any, base: Any, kind: str) -> Doc:
             p, v = draw(st.sampled_from(cons))
             other = draw(st.sampled_from(("0", "false", '""', '"x"', "null", "[]", "{}")))
             same = (other == "[]" and isinstance(v, list)) or (other == "{}" and isinstance(v, dict))
-            _set(doc.obj, p, doc.splice(other, other != "null" and not same))
+            _set(doc.obj, p, doc.splice(other, other != "null" and not same and not _free(kind, p)))
             doc.notes.append(f"{'.'.join(map(str, p))}={other}")
         elif op == "string":
             strs = [(p, v) for p, v in paths if isinstance(v, str)]
@@ -193,7 +204,8 @@ def mutated(draw: Any, base: Any, kind: str) -> Doc:
             p, _ = draw(st.sampled_from(strs))
             raw = draw(st.sampled_from(NOT_A_STRING))
             # null is the default of the optional strings (class, model); every other string is required
-            _set(doc.obj, p, doc.splice(raw, not (raw == "null" and p[-1] in ("class", "model"))))
+            _set(doc.obj, p, doc.splice(raw, not (raw == "null" and p[-1] in ("class", "model", "file", "schedule"))
+                                        and not _free(kind, p)))
             doc.notes.append(f"{'.'.join(map(str, p))}={raw}")
         elif op == "delete":
             keys = [(p, v) for p, v in paths if isinstance(p[-1], str)]
@@ -208,7 +220,8 @@ def mutated(draw: Any, base: Any, kind: str) -> Doc:
             key = draw(st.sampled_from(("x_extra", "zz", "tracked", "source")))
             if key in v:
                 continue
-            v[key] = doc.splice(raw, raw in ("NaN", "1e400", "[Infinity]"))
+            # unknown fields of instances and schedules are kept (so must be finite); suites and rows ignore them
+            v[key] = doc.splice(raw, raw in ("NaN", "1e400", "[Infinity]") and kind in ("instance", "schedule"))
             doc.notes.append(f"{'.'.join(map(str, p + (key,)))}={raw}")
         else:  # deep: nesting beyond the limit (64) is refused; within it an unknown field is kept
             objs = [(p, v) for p, v in _paths(doc.obj) if isinstance(v, dict)]
@@ -243,7 +256,7 @@ MAYBE_NUMBER = ("0", "1.5", "1e-9", "60", "99999999999", "2")
 @dataclass(frozen=True)
 class Flag:
     name: str
-    kind: str            # "number" | "text" | "list"
+    kind: str            # "number" | "text" | "list" | "switch" (a flag without a value)
     valid: tuple[str, ...]
 
 
@@ -256,6 +269,8 @@ VERB_FLAGS = {
               Flag("--seed", "number", ("0", "7"))),
     "simulate": (Flag("--round", "number", ("360", "600")), Flag("--seed", "number", ("0", "3"))),
     "static": (Flag("--gpus", "number", ("4", "8")), Flag("--nodes", "number", ("1", "2")),
+               Flag("--topology", "switch", ()), Flag("--qpi-factor", "number", ("1", "1.3")),
+               Flag("--pcie-interference", "number", ("0", "0.1")),
                Flag("--jobs", "number", ("2", "3")), Flag("--variability", "number", ("0", "0.1")),
                Flag("--locality-penalty", "number", ("1", "1.5")), Flag("--interference", "number", ("0", "0.2")),
                Flag("--seed", "number", ("0", "1")), Flag("--types", "list", ("v100", "v100,k80")),
@@ -264,6 +279,8 @@ VERB_FLAGS = {
                 Flag("--interarrival", "number", ("600",)), Flag("--min-hours", "number", ("0.1",)),
                 Flag("--max-hours", "number", ("0.5", "1")), Flag("--max-size", "number", ("2",)),
                 Flag("--elastic", "number", ("0", "0.5")), Flag("--restart", "number", ("0", "30")),
+                Flag("--topology", "switch", ()), Flag("--qpi-factor", "number", ("1.2",)),
+                Flag("--pcie-interference", "number", ("0.05",)),
                 Flag("--types", "list", ("v100,p100",)), Flag("--name", "text", ("y",))),
 }
 #: options of plug-ins: (flag, kind, valid values, bad values)
@@ -294,7 +311,8 @@ class Case:
     files: dict[str, bytes | None] = field(default_factory=dict)   # None: a directory
     expect: str = "any"                                            # "bad": must exit 2
     limit_s: float | None = None                                   # --time-limit, when given and valid
-    out: str | None = None                                         # the --out file name
+    out: str | None = None                                         # the --out file (or folder) name
+    out_kind: str | None = None     # what out holds: instance, schedule, image, text, folder (None: by verb)
     notes: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
@@ -321,6 +339,10 @@ def _flag_values(draw: Any, case: Case, flags: tuple[Flag, ...]) -> None:
     for f in flags:
         r = draw(st.integers(0, 9))
         if r < 6:
+            continue
+        if f.kind == "switch":
+            case.argv.append(f.name)
+            case.notes.append(f.name)
             continue
         if r < 8:
             v = draw(st.sampled_from(f.valid))
@@ -518,9 +540,10 @@ def schema_case(draw: Any) -> Case:
     return Case("schema", argv, expect="bad" if which == "bogus" else "any", notes=[which])
 
 
-def cases(weights: dict[str, int] | None = None) -> st.SearchStrategy[Case]:
-    """Cases of every verb; ``weights`` (verb -> relative weight) default to mostly cheap verbs."""
-    w = weights or {"replay": 4, "simulate": 3, "solve": 2, "make-instance": 2, "schema": 1}
-    strat = {"replay": replay_case(), "simulate": simulate_case(), "solve": solve_case(),
-             "make-instance": make_instance_case(), "schema": schema_case()}
-    return st.one_of(*[strat[v] for v, k in w.items() for _ in range(k)])
+#: the core verbs and their relative weights in a fuzz run (mostly cheap verbs)
+CORE_WEIGHTS = {"replay": 4, "simulate": 3, "solve": 2, "make-instance": 2, "schema": 1}
+
+
+def core_strategies() -> dict[str, st.SearchStrategy[Case]]:
+    return {"replay": replay_case(), "simulate": simulate_case(), "solve": solve_case(),
+            "make-instance": make_instance_case(), "schema": schema_case()}

@@ -3,9 +3,10 @@
 :func:`run_in_process` calls ``jctlab.cli.main(argv)`` (fast: no interpreter start, the solver stack warmed
 up once by :func:`warm_up`); :func:`run_subprocess` runs the installed command. :func:`judge` checks the
 properties of the issue: no traceback, exit code in {0, 1, 2} with its documented meaning (1 only from
-``replay``; 2 for every "bad" case), one line naming the file or flag on stderr for exit 2, no numpy
-``RuntimeWarning``, nothing written on error, a written file that loads, and no run past its time limit
-+ 2 s (10 s for verbs without a limit).
+``replay``, an invalid schedule, from ``evaluate``, a schedule below a proven bound, and from ``suite check``,
+a failed check; 2 for every "bad" case), one line naming the file or flag on stderr for exit 2, no numpy
+``RuntimeWarning``, nothing written on error (no output, no input file changed), a written file that loads,
+and no run past its time limit + 2 s (10 s for verbs without a limit).
 
 Used by ``tests/test_fuzz.py`` (a CI-sized, derandomized run) and ``scripts/fuzz.py`` (``make fuzz``: a
 long run that prints the count of each outcome).
@@ -17,6 +18,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,12 +31,25 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from hypothesis import strategies as st
+
 from jctlab.model import load_instance, load_schedule
 
-from .fuzz_cases import METHODS, Case, bases, cases, extreme, ps_heavy, schedule_of
+from .fuzz_cases import CORE_WEIGHTS, METHODS, Case, bases, core_strategies, extreme, ps_heavy, schedule_of
+from .fuzz_cases_eval import EVAL_WEIGHTS, eval_files, eval_strategies
 
 NO_LIMIT_S = 10.0      # a run of a verb without a time limit may take this long
 SLACK_S = 2.0          # a run with a time limit may take this much longer
+#: the verbs whose exit code 1 has a documented meaning (invalid schedule; below a proven bound; failed check)
+EXIT_1_VERBS = ("replay", "evaluate", "suite")
+ALL_WEIGHTS = {**CORE_WEIGHTS, **EVAL_WEIGHTS}
+
+
+def cases(weights: dict[str, int] | None = None) -> st.SearchStrategy[Case]:
+    """Cases of the verbs of ``weights`` (verb -> relative weight; default: every verb, ALL_WEIGHTS)."""
+    w = weights or ALL_WEIGHTS
+    strat = {**core_strategies(), **eval_strategies()}
+    return st.one_of(*[strat[v] for v, k in w.items() for _ in range(k)])
 
 # ----------------------------------------------------------------------------- running and judging
 
@@ -52,8 +67,9 @@ class Outcome:
 def materialize(case: Case, root: Path) -> list[str]:
     for name, data in case.files.items():
         p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
         if data is None:
-            p.mkdir()
+            p.mkdir(exist_ok=True)
         else:
             p.write_bytes(data)
     return [a.replace("{dir}", str(root)) for a in case.argv]
@@ -127,8 +143,16 @@ def run_subprocess(case: Case, root: Path, timeout: float = 60.0, env: dict | No
                    err if "Traceback" in err else None)
 
 
+#: a progress bar's line (tqdm: "40%|####  |", "12step [00:01, 9.8step/s]"), not a message
+_PROGRESS = re.compile(r"\d+%\||\w/s\]")
+
+
 def _error_lines(stderr: str) -> list[str]:
-    return [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith("jctlab: warning:")]
+    # tqdm moves the cursor up (ESC [A) after a nested bar (in-process, under the fuzz run's own bar): what
+    # follows starts a line of its own on the terminal
+    text = stderr.replace("\x1b[A", "\n")
+    return [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("jctlab: warning:")
+            and not _PROGRESS.search(ln)]
 
 
 def judge(case: Case, o: Outcome, root: Path) -> list[str]:
@@ -142,7 +166,7 @@ def judge(case: Case, o: Outcome, root: Path) -> list[str]:
         bad.append("traceback")
     if o.code not in (0, 1, 2):
         bad.append("exit-code")
-    if o.code == 1 and case.verb != "replay":
+    if o.code == 1 and case.verb not in EXIT_1_VERBS:
         bad.append("exit-1-outside-replay")
     if case.expect == "bad" and o.code != 2:
         bad.append("accepted-nonsense")
@@ -167,12 +191,30 @@ def judge(case: Case, o: Outcome, root: Path) -> list[str]:
             bad.append("written-on-error")
         if any(p.name.endswith(".tmp") for p in root.rglob("*")):
             bad.append("temp-left")
-    elif out is not None and out.exists():
-        try:
-            (load_instance if case.verb == "make-instance" else load_schedule)(out)
-        except Exception:  # noqa: BLE001 - the file written does not load back
-            bad.append("unreadable-output")
+        if any(data is not None and (not (root / n).is_file() or (root / n).read_bytes() != data)
+               for n, data in case.files.items()):
+            bad.append("input-changed-on-error")
+    elif out is not None and out.exists() and not _output_ok(case, out):
+        bad.append("unreadable-output")
     return bad
+
+
+def _output_ok(case: Case, out: Path) -> bool:
+    """Whether the output written on success is what it should be (an instance or schedule that loads, an
+    image, a non-empty text, a folder)."""
+    kind = case.out_kind or ("instance" if case.verb == "make-instance" else "schedule")
+    try:
+        if kind in ("instance", "schedule"):
+            (load_instance if kind == "instance" else load_schedule)(out)
+            return True
+    except Exception:  # noqa: BLE001 - the file written does not load back
+        return False
+    if kind == "image":
+        head = out.read_bytes()[:256]
+        return head.startswith(b"\x89PNG") or b"<svg" in head or head.startswith(b"<?xml")
+    if kind == "text":
+        return out.is_file() and out.stat().st_size > 0
+    return out.is_dir()
 
 
 def outcome_name(case: Case, o: Outcome, failures: list[str]) -> str:
@@ -191,8 +233,10 @@ def warm_up() -> None:
 
     for m in ("formulations.static_cpsat", "formulations.static_milp", "formulations.offline_cpsat",
               "formulations.offline_milp", "formulations.offline_bnb", "formulations.brute", "oracle.portfolio",
-              "matching.methods", "samplers.methods", "baselines.families", "baselines.gavel"):
+              "matching.methods", "samplers.methods", "baselines.families", "baselines.gavel", "evaluation.report",
+              "rl.train"):
         importlib.import_module(m)
+    eval_files()          # builds the micro suite and a run of it: the harness's imports and first calls
     root = Path(tempfile.mkdtemp(prefix="jctlab-fuzz-warm-"))
     try:
         for base, verbs in (("static", METHODS), ("offline", ("cpsat", "milp", "auto", "bnb"))):
@@ -215,5 +259,6 @@ def run_and_judge(case: Case, in_process: bool = True) -> tuple[Outcome, list[st
         shutil.rmtree(root, ignore_errors=True)
 
 
-__all__ = ["Case", "Outcome", "cases", "run_and_judge", "run_in_process", "run_subprocess", "judge", "outcome_name",
+__all__ = ["Case", "Outcome", "cases", "ALL_WEIGHTS", "CORE_WEIGHTS", "EVAL_WEIGHTS",
+           "run_and_judge", "run_in_process", "run_subprocess", "judge", "outcome_name",
            "bases", "schedule_of", "ps_heavy", "extreme", "warm_up", "materialize"]

@@ -146,10 +146,9 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 def cmd_plot(a: argparse.Namespace) -> int:
     from jctlab.model import load_instance, load_schedule
+    from jctlab.replay import check_references
 
     from .gantt import save_gantt
-
-    from jctlab.replay import check_references
 
     if Path(a.out).suffix.lower() not in (".png", ".svg"):
         raise InputError("command line", "--out", "must end in .png or .svg")
@@ -207,7 +206,8 @@ def register(sub: Any) -> None:
     s.add_argument("--threads", type=T.THREADS, default=None, help="build: the oracle's threads (default: the suite's)")
     s.add_argument("--work", type=T.out_dir, default=None,
                    help="build: cells folder (default runs/suite-build/NAME); resumable")
-    s.add_argument("--runs", type=T.text, action="append", default=None, help="check: run folders whose schedules lb must not exceed")
+    s.add_argument("--runs", type=T.text, action="append", default=None,
+                   help="check: run folders whose schedules lb must not exceed")
     s.add_argument("--reprove", action="store_true", help="check: prove every opt again with its method")
     s.add_argument("--verbose", action="store_true", help="check: print passed checks too")
     _run_args(s)

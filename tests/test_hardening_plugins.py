@@ -175,7 +175,8 @@ def test_leaderboard_of_a_manifest_path_runs_in_its_own_folder(micro, capsys):
     (["--num-envs", "0"], "--num-envs"), (["--steps", "-1"], "--steps"), (["--rollout-steps", "abc"], "--rollout-steps"),
     (["--steps", "0", "--bc-epochs", "0"], "--steps"), (["--bc-first-seed", "9990"], "--bc-first-seed"),
     (["--generator", "gpus=abc"], "--generator"), (["--generator", "bogus=1"], "--generator"),
-    (["--generator", "gpus=1000"], "--generator"), (["--suite", "bogus"], "--suite"), (["--suite", ","], "--suite"),
+    (["--generator", "gpus=1000"], "--generator"), (["--generator", "gpus=4/8,nodes=6"], "--generator"),
+    (["--suite", "bogus"], "--suite"), (["--suite", ","], "--suite"),
     (["--seed", "-1"], "--seed"), (["--bc-time-limit", "inf"], "--bc-time-limit"),
 ])
 def test_train_refuses_bad_options_before_making_its_folder(tmp_path, capsys, argv, flag):

@@ -146,7 +146,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 def cmd_plot(a: argparse.Namespace) -> int:
     from jctlab.model import load_instance, load_schedule
-    from jctlab.replay import check_references
+    from jctlab.replay import replay
 
     from .gantt import save_gantt
 
@@ -154,7 +154,9 @@ def cmd_plot(a: argparse.Namespace) -> int:
         raise InputError("command line", "--out", "must end in .png or .svg")
     inst = load_instance(a.instance)
     sched = load_schedule(a.schedule)
-    check_references(inst, sched, a.schedule)   # every job and GPU it names is the instance's
+    rep = replay(inst, sched, source=a.schedule, with_metrics=False)   # names the instance's jobs and GPUs
+    if not rep.valid:         # a chart of an invalid schedule would draw what never runs
+        raise InputError(a.schedule, "", f"does not replay on {a.instance}: {rep.error}")
     save_gantt(inst, sched, a.out, title=a.title)
     print(f"wrote {a.out}", file=sys.stderr)
     return 0

@@ -375,7 +375,10 @@ def train_case(draw: Any) -> Case:
         else:
             _pick(draw, case, "--suite", ("small", "queue", "topology", "small,topology"),
                   ("bogus", ",", "", "small,,queue"), p=10)
-    _pick(draw, case, "--problem", ("offline", "preemptive"), ("static", ""), p=2)
+    # preemptive episodes of the suites' families run a decision every round (hundreds of steps: rollouts
+    # are whole episodes): the small generated instances only, to stay within a case's 10 s
+    _pick(draw, case, "--problem", ("offline", "preemptive") if "--generator" in case.argv else ("offline",),
+          ("static", ""), p=2)
     _pick(draw, case, "--seed", ("0", "3"), ("-1", "nan", "2147483648"))
     _pick(draw, case, "--threads", ("1",), NUMBER_BAD)
     if bc == "0":       # with behaviour cloning the demonstrations' seeds are fixed above

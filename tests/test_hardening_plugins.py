@@ -157,6 +157,11 @@ def test_plot_checks_the_schedule_against_the_instance_and_writes_atomically(mic
     bad = micro / "bad.json"
     bad.write_text(json.dumps(other))
     refused(capsys, "plot", inst, bad, "--out", micro / "g.png", names=["bad.json"])
+    late = json.loads(sched.read_text())
+    late["claimed"]["objective"] *= 2              # a claim the schedule does not make
+    bad.write_text(json.dumps(late))
+    refused(capsys, "plot", inst, bad, "--out", micro / "g.png", names=["bad.json", "claimed objective"])
+    assert not (micro / "g.png").exists()
     refused(capsys, "plot", inst, sched, "--out", micro / SUITE / "g.png", names=["--out"])
     assert run(capsys, "plot", inst, sched, "--out", micro / "new" / "dir" / "g.svg")[0] == 0
     assert (micro / "new" / "dir" / "g.svg").read_text().lstrip().startswith("<?xml")

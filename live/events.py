@@ -33,6 +33,8 @@ KINDS = ("submit", "complete", "cancel", "revise", "running", "tick")
 
 @dataclass(frozen=True)
 class Event:
+    """One event: its unique ``id``, ``kind`` (a ``type`` of the table above), ``time`` and the decoded object."""
+
     id: str
     kind: str
     time: float
@@ -88,7 +90,8 @@ def apply(state: LiveState, ev: Event) -> tuple[LiveState, list[JobChange]]:
         if ev.kind == "submit":
             job = queued_job(rec, cl, Where(f"event {ev.id}: job"))
             if job.name in queued or job.name in running:
-                raise ev.where.fail("job.name", f"job {job.name!r} is already {'queued' if job.name in queued else 'running'}")
+                where = "queued" if job.name in queued else "running"
+                raise ev.where.fail("job.name", f"job {job.name!r} is already {where}")
             queued[job.name] = job
             changes.append(JobChange(job.name, "queued", job.to_dict()))
         else:

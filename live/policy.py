@@ -4,13 +4,16 @@ At every decision point the simulator's state becomes a live state (waiting jobs
 arrival; running jobs with their GPUs and, as their estimate, the exact time they have left on them)
 and the planner's ``start_now`` becomes the policy's starts. It never preempts. This is how the loop is
 replayed on traces (``scripts/live_replay.py``): the schedule the simulator emits is replayed like any
-other. Planning happens between simulated instants: its wall-clock time is not simulated time.
+other. Planning happens between simulated instants: its wall-clock time is not simulated time. The planner
+sees the cluster without per-GPU variability or interference (not live notions): on instances that have
+them its predictions differ from the simulator's, its decisions stay valid.
 """
 
 from __future__ import annotations
 
 from typing import Iterable
 
+from jctlab.errors import InputError
 from jctlab.model import Allocation, Instance, Job
 from jctlab.simulate import Action, Start
 from jctlab.speed import base_iteration_time
@@ -30,7 +33,7 @@ class LivePolicy:
 
     def __init__(self, inst: Instance, config: PlannerConfig):
         if any(j.ps is not None or j.cpu_mem is not None for j in inst.jobs):
-            raise ValueError("the live planner prices GPUs only: no parameter servers or cpu_mem tables")
+            raise InputError(inst.name, "jobs", "the live planner prices GPUs only: no parameter servers or cpu_mem tables")
         self.inst = inst
         self.cluster = ClusterSpec.from_cluster(inst.cluster, inst.name)
         self.work = [job_work(j) for j in inst.jobs]

@@ -228,7 +228,8 @@ def read_cluster(path: str | Path) -> ClusterSpec:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         why = getattr(e, "problem", None)
-        raise InputError(src, f"line {mark.line + 1}" if mark else "", "malformed YAML" + (f" ({why})" if why else "")) from None
+        raise InputError(src, f"line {mark.line + 1}" if mark else "",
+                         "malformed YAML" + (f" ({why})" if why else "")) from None
     if not isinstance(d, dict):
         raise InputError(src, "", "expected a mapping with a `nodes` list")
 

@@ -20,7 +20,8 @@ def add_planner_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--fallbacks", default="srtf+packed-sticky,fifo+packed-sticky",
                    help="online policies whose plans compete (comma list of `jctlab simulate` names)")
-    p.add_argument("--max-oracle-jobs", type=int, default=40, help="queued jobs the oracle sees (the head of the best plan)")
+    p.add_argument("--max-oracle-jobs", type=int, default=16,
+                   help="queued jobs the oracle sees (the head of the best heuristic plan)")
     p.add_argument("--solve-when-full", action="store_true",
                    help="solve even when no queued job fits the free GPUs (the decision is then empty anyway)")
 

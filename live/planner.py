@@ -4,14 +4,16 @@ time limit.
 Each call (:meth:`Planner.plan`):
 
 1. builds the live instance (:mod:`live.instance`: time 0 = now, running jobs pinned on their GPUs);
-2. computes the heuristic plans (:mod:`live.fallback`): the previous plan carried forward (the warm
-   start), the shortest-first greedy and the configured online policies; the best one is the plan to beat;
+2. computes the fast heuristic plans (:mod:`live.fallback`): the previous plan carried forward (the warm
+   start) and the shortest-first greedy;
 3. unless nothing can start now (no queued job fits the free GPUs: the decision is then empty whatever
-   the plan, and the solve is skipped unless ``solve_when_full``), runs the offline oracle
-   (``oracle.methods.solve``) on the running jobs and the first ``max_oracle_jobs`` queued jobs of the best
-   plan, hinted with it, in a worker process killed at the deadline (:mod:`live.worker`); its order and
-   GPUs are re-timed with the running jobs pinned (the rest of the queue after them, earliest completion);
-4. keeps the candidate with the least replayed objective. The oracle can only improve on the heuristics.
+   the plan, and the solve is skipped unless ``solve_when_full``), sends the offline oracle
+   (``oracle.methods.solve``) the running jobs and the first ``max_oracle_jobs`` queued jobs of the better
+   of those plans, hinted with it, to a worker process (:mod:`live.worker`);
+4. while the worker solves, simulates the configured online policies from the live state;
+5. collects the oracle's answer until the deadline (the worker is killed then), re-times its order and GPUs
+   with the running jobs pinned (the rest of the queue after them, earliest completion), and keeps the
+   candidate with the least replayed objective. The oracle can only improve on the heuristics.
 
 The oracle's lower bound is reported when it saw the whole queue: it bounds every live plan of this
 state (a relaxation, see :mod:`live.instance`); ``status`` is ``optimal`` when the plan meets it.
@@ -22,7 +24,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from jctlab.model import Schedule
+from jctlab.model import Instance, Schedule
 
 from . import fallback
 from .instance import LiveInstance, Timed
@@ -47,7 +49,7 @@ class PlannerConfig:
     seed: int = 0
     objective: str = "mean_jct"
     fallbacks: tuple[str, ...] = ("srtf+packed-sticky", "fifo+packed-sticky")
-    max_oracle_jobs: int = 40
+    max_oracle_jobs: int = 16   # smaller models leave CP-SAT time to improve (dev seeds: docs/live.md)
     solve_when_full: bool = False
     reserve_s: float = 0.25
     floor_s: float = 60.0
@@ -80,19 +82,22 @@ class Planner:
         if previous is not None:
             cands["previous"] = fallback.previous(li, previous)
         cands["greedy"] = fallback.greedy(li)
+        whole = len(li.queued) <= c.max_oracle_jobs
+        solve = (self.oracle is not None and len(li.queued) > 0 and (c.solve_when_full or li.can_start_now())
+                 and deadline - time.perf_counter() >= c.min_solve_s)
+        if solve:   # the worker solves while the simulated fallbacks are computed here
+            solved, order = self._submit(li, min(cands.values(), key=lambda t: t.objective), deadline)
         for name in c.fallbacks:
             t = fallback.simulated(li, name, c.seed)
             if t is not None:
                 cands[name] = t
-        best = min(cands.values(), key=lambda t: t.objective)
         answer: Answer | None = None
         proven = False
-        whole = len(li.queued) <= c.max_oracle_jobs
-        if (self.oracle is not None and len(li.queued) > 0 and (c.solve_when_full or li.can_start_now())
-                and deadline - time.perf_counter() >= c.min_solve_s):
-            answer, timed = self._solve(li, best, deadline)
-            if timed is not None:
-                cands[self.config.method] = timed
+        if solve:
+            answer = self.oracle.collect(deadline)   # type: ignore[union-attr]
+            if answer is not None and answer.schedule is not None:
+                rest = [j for j, _ in order[c.max_oracle_jobs:]]
+                cands[c.method] = li.greedy(rest, c.method, head=li.order_of(answer.schedule))
                 # an optimum of the oracle's instance that keeps every running job in place is a live plan,
                 # optimal among live plans too (their objective there grows with the live one)
                 proven = whole and answer.status == "optimal" and li.keeps_pins(answer.schedule)
@@ -100,7 +105,7 @@ class Planner:
         best = cands[best_name]
         lb = None
         if answer is not None and answer.lower_bound is not None and whole:
-            lb = li.live_bound(self._solved, answer.lower_bound)
+            lb = li.live_bound(solved, answer.lower_bound)   # type: ignore[arg-type]
         met = lb is not None and best.objective <= lb * (1 + OPTIMAL_RTOL) + 1e-9
         proven = proven and best.objective <= cands[c.method].objective * (1 + 1e-12)
         status = "optimal" if met or proven else "feasible"
@@ -108,25 +113,20 @@ class Planner:
         return Plan(state.now, now_, later, running, (), best.objective, lb, best_name, status,
                     time.perf_counter() - t0, li.mean_jct(best), {k: v.objective for k, v in cands.items()})
 
-    def _solve(self, li: LiveInstance, best: Timed, deadline: float) -> tuple[Answer | None, Timed | None]:
-        """The oracle on the running jobs and the head of ``best``'s queue; its plan re-timed (or None)."""
+    def _submit(self, li: LiveInstance, best: Timed, deadline: float) -> tuple[Instance, list]:
+        """Send the oracle the running jobs and the head of ``best``'s queue, hinted with ``best``: the
+        instance it solves and ``best``'s queue order (the rest of the queue follows the oracle's plan)."""
         c = self.config
         order = li.order_of(best.schedule)
-        head = order[:c.max_oracle_jobs]
-        sub = li.oracle_instance([j for j, _ in head], c.pin_weight)
-        self._solved = sub
+        sub = li.oracle_instance([j for j, _ in order[:c.max_oracle_jobs]], c.pin_weight)
         names = {job.name for job in sub.jobs}
         hint = Schedule(sub.name, "live-hint", tuple(s for s in best.schedule.segments if s.job in names))
         # the oracle overruns its limit by its set-up and final replay (0.1-1 s measured at 64 GPUs): ask for
         # less than what is left; the worker is killed at the deadline in any case
         limit = max(c.min_solve_s / 2, c.oracle_share * (deadline - time.perf_counter()) - c.overrun_s)
         self.solves += 1
-        answer = self.oracle.solve(sub, hint, limit, deadline)   # type: ignore[union-attr]
-        if answer is None or answer.schedule is None:
-            return answer, None
-        solved = li.order_of(answer.schedule)
-        rest = [j for j, _ in order[c.max_oracle_jobs:]]
-        return answer, li.greedy(rest, c.method, head=solved)
+        self.oracle.submit(sub, hint, limit)   # type: ignore[union-attr]
+        return sub, order
 
     def close(self) -> None:
         if self.oracle is not None:

@@ -67,7 +67,7 @@ class LivePolicy:
 
 
 def factory(inst: Instance, seed: int = 0, time_limit: float = 2.0, method: str = "cpsat",
-            max_oracle_jobs: int = 40, fallbacks: str = "srtf+packed-sticky,fifo+packed-sticky",
+            max_oracle_jobs: int = 16, fallbacks: str = "srtf+packed-sticky,fifo+packed-sticky",
             floor_s: float = 0.0) -> LivePolicy:
     """``jctlab simulate --policy live [--time-limit S --method M --max-oracle-jobs K --fallbacks a,b]``."""
     config = PlannerConfig(time_limit=float(time_limit), method=str(method), seed=seed,

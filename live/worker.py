@@ -72,6 +72,7 @@ class OracleRunner:
         self.method, self.threads, self.seed, self.isolate = method, threads, seed, isolate
         self._proc: Any = None
         self._conn: Any = None
+        self._pending: Answer | bool | None = None
         self.kills = 0
 
     def start(self) -> None:
@@ -85,13 +86,25 @@ class OracleRunner:
         child.close()
         self._conn = parent
 
-    def solve(self, inst: Instance, hint: Schedule | None, time_limit: float, deadline: float) -> Answer | None:
-        """The oracle's answer, or None when it has none by ``deadline`` (``time.perf_counter()`` clock)."""
+    def submit(self, inst: Instance, hint: Schedule | None, time_limit: float) -> None:
+        """Start solving (in the worker: the caller goes on while it solves; in process: now)."""
         if not self.isolate:
-            return _solve(inst, hint, self.method, time_limit, self.threads, self.seed)
+            self._pending = _solve(inst, hint, self.method, time_limit, self.threads, self.seed)
+            return
         self.start()
         try:
             self._conn.send((inst, hint, self.method, time_limit, self.threads, self.seed))
+            self._pending = True
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self._kill()
+
+    def collect(self, deadline: float) -> Answer | None:
+        """The answer to the last :meth:`submit`, or None when it has none by ``deadline``
+        (``time.perf_counter()`` clock): the worker is then killed, the next request starts a new one."""
+        pending, self._pending = self._pending, None
+        if pending is None or isinstance(pending, Answer):
+            return pending
+        try:
             if self._conn.poll(max(0.0, deadline - time.perf_counter())):
                 return self._conn.recv()
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):

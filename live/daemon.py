@@ -167,6 +167,21 @@ def open_daemon(a: argparse.Namespace, config: PlannerConfig) -> Daemon:
     return Daemon(store, Planner(config), log, a.bindings_dir, a.namespace, sys.stdout if a.echo else None)
 
 
+def serve(args: list[str], conn: Any) -> None:
+    """``jctlab schedule-daemon ARGS`` embedded in another program: event lines arrive on ``conn`` (a
+    ``multiprocessing`` connection; None ends the stream) instead of standard input."""
+    p = argparse.ArgumentParser(prog="schedule-daemon")
+    sub = p.add_subparsers(dest="verb", required=True)
+    register(sub)
+    a = p.parse_args(["schedule-daemon", *args])
+    d = open_daemon(a, planner_config(a))
+    try:
+        d.run_stream(iter(conn.recv, None), "connection")
+    finally:
+        d.planner.close()
+        d.store.close()
+
+
 def cmd_daemon(a: argparse.Namespace) -> int:
     config = planner_config(a)
     check_method(config.method)
@@ -202,4 +217,4 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_daemon)
 
 
-__all__ = ["Daemon", "register"]
+__all__ = ["Daemon", "register", "serve"]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import multiprocessing
 import os
 import random
 import signal
-import sys
 import time
 from pathlib import Path
 
@@ -16,12 +16,15 @@ import pytest
 from jctlab.cli import main
 from jctlab.model import Allocation, Instance, Job, Schedule, Segment
 from jctlab.replay import replay
+from live.daemon import serve
 from live.instance import job_fields
 from live.readers import read_cluster
 from live.state import Work
 from live.store import Store
 
 LAB = Path(__file__).resolve().parent.parent / "examples" / "small-lab"
+CTX = multiprocessing.get_context("forkserver")
+CTX.set_forkserver_preload(["live.daemon"])   # when this test starts the fork server: daemons fork ready
 DAEMON = ["schedule-daemon", "--cluster", str(LAB / "cluster.yaml"), "--method", "none", "--time-limit", "1"]
 
 
@@ -67,22 +70,20 @@ class Cluster:
             self.ends.setdefault(s["job"], s["end"])
 
 
-def spawn(args: list[str]) -> tuple[int, int]:
-    """The daemon in a forked child reading a pipe (no interpreter start-up per restart): (pid, write fd)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:   # child
-        os.close(w)
-        os.dup2(r, 0)
-        sys.stdin = io.TextIOWrapper(io.FileIO(0, closefd=False))    # pytest replaced sys.stdin
-        sys.stderr = open(os.devnull, "w")
-        try:
-            rc = main(args)
-        finally:
-            os._exit(0)
-        os._exit(rc)   # pragma: no cover
-    os.close(r)
-    return pid, w
+def spawn(args: list[str]):
+    """The daemon in a child forked from a clean fork server (no interpreter start-up per restart, and no
+    thread of this test process copied): (process, connection to send event lines on)."""
+    parent, child = CTX.Pipe()
+    proc = CTX.Process(target=serve, args=(args[1:], child))
+    proc.start()
+    child.close()
+    return proc, parent
+
+
+def kill(proc, conn) -> None:
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join()
+    conn.close()
 
 
 def wait_for(log: Path, event_id: str, timeout: float = 30.0) -> dict:
@@ -102,31 +103,27 @@ def drive(tmp: Path, subs: list[dict], kills: int, seed: int) -> list[dict]:
     log = tmp / "decisions.jsonl"
     args = DAEMON + ["--state", str(tmp / "state.db"), "--log", str(log)]
     cluster = Cluster(subs)     # completions depend on the decisions: events are made as the run goes
-    pid, w = spawn(args)
+    proc, conn = spawn(args)
     sent: list[dict] = []
     kill_at = set(rng.sample(range(1, 2 * len(subs) - 1), kills))
     k = 0
     while (ev := cluster.next_event()) is not None:
         k += 1
-        os.write(w, (json.dumps(ev) + "\n").encode())
+        conn.send(json.dumps(ev))
         if k in kill_at:
             time.sleep(rng.uniform(0.0, 0.03))
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            os.close(w)
-            pid, w = spawn(args)
+            kill(proc, conn)
+            proc, conn = spawn(args)
             if rng.random() < 0.3:     # sometimes killed again while it recovers
                 time.sleep(rng.uniform(0.0, 0.01))
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                os.close(w)
-                pid, w = spawn(args)
+                kill(proc, conn)
+                proc, conn = spawn(args)
             for again in sent[-1:] + [ev]:        # what it may not have committed; a duplicate is harmless
-                os.write(w, (json.dumps(again) + "\n").encode())
+                conn.send(json.dumps(again))
         cluster.learn(wait_for(log, ev["id"]))
         sent.append(ev)
-    os.close(w)
-    os.waitpid(pid, 0)
+    conn.send(None)
+    proc.join()
     return read_log(log)
 
 

@@ -88,6 +88,8 @@ class Planner:
         if solve:   # the worker solves while the simulated fallbacks are computed here
             solved, order = self._submit(li, min(cands.values(), key=lambda t: t.objective), deadline)
         for name in c.fallbacks:
+            if time.perf_counter() >= deadline:   # the greedy already gave a plan: keep the decision in time
+                break
             t = fallback.simulated(li, name, c.seed)
             if t is not None:
                 cands[name] = t

@@ -157,7 +157,7 @@ class LiveInstance:
         :meth:`oracle_instance` of the whole queue. Every live plan is a schedule of ``solved`` whose running
         jobs end at their pinned ends e_r, so Σ_q w_q C_q ≥ LB·Σ w − Σ_r w'_r e_r (w' their weights there)."""
         inst = self.instance
-        if solved.objective == inst.objective:
+        if inst.objective == "makespan" or not self.n_running:   # solved as it is (oracle_instance)
             return lower_bound
         ws = [j.weight for j in solved.jobs]
         queued_total = lower_bound * sum(ws) - sum(w * e for w, e in zip(ws, self.pinned_end))

@@ -19,8 +19,11 @@ Default slices (``--slices`` not given), chosen from the trace alone: in each vi
 900 jobs other than 103959 (the one used while developing), the first ``--per-vc`` windows of 300 jobs
 (starting at jobs 300, 600, ...) whose offered load (Σ GPUs × duration / (GPUs × span)) is within 0.8-1.3 on
 the one of 16/32/64 GPUs that holds the window's largest job with the load closest to 1; job-type seeds
-10000 + k (held-out seeds). (A first rule, load at most 1 on the smallest such cluster, picked windows where
-no job waits and every policy ties; it was replaced before these slices were run.)
+10000 + k (held-out seeds). ``--rule waiting`` instead takes, on the same GPU count, the first windows where
+jobs wait under FIFO+packed for at least a quarter of their JCT on average (seeds 10100 + k): slices where a
+scheduler has something to decide, chosen by a baseline's schedule, never by the live loop's. (A first
+rule, load at most 1 on the smallest such cluster, picked windows where no job waits and every policy
+ties; it was replaced before these slices were run.)
 Results go to ``OUT/<slice>.json`` (a slice already there is not run again: a killed run resumes) and
 ``OUT/table.md``. Needs the Philly trace (``../shared/data`` or ``--data-dir``).
 """
@@ -50,11 +53,12 @@ DEV_VC = "103959"
 WINDOW = 300
 GPU_CHOICES = (16, 32, 64)
 LOAD = (0.8, 1.3)   # offered load of a slice on its GPUs: queues form, the cluster is not swamped
+WAITING = 0.25      # rule `waiting`: under FIFO+packed, jobs wait on average at least this share of their JCT
 
 
-def default_slices(data_dir: str | None, per_vc: int = 1) -> list[str]:
-    """The rule of the module docstring: per virtual cluster, the first ``per_vc`` windows that load their
-    cluster to within ``LOAD`` (all inputs: nothing here looks at a schedule)."""
+def default_slices(data_dir: str | None, per_vc: int = 1, rule: str = "load") -> list[str]:
+    """The rules of the module docstring: per virtual cluster, the first ``per_vc`` windows that qualify (on
+    inputs only, or on FIFO's schedule for ``waiting``: nothing here looks at the live loop)."""
     df = read_trace(data_dir=data_dir)
     out = []
     for vc, g in sorted(df.groupby("cluster"), key=lambda x: x[0]):
@@ -70,8 +74,15 @@ def default_slices(data_dir: str | None, per_vc: int = 1) -> list[str]:
             if not loads:
                 continue
             gpus = min(loads, key=lambda n: abs(loads[n] - 1.0))
-            if LOAD[0] <= loads[gpus] <= LOAD[1]:
-                out.append(f"{vc}:{start}:{WINDOW}:{gpus}:{10000 + len(out)}")
+            spec = f"{vc}:{start}:{WINDOW}:{gpus}:{10000 + len(out) + (100 if rule == 'waiting' else 0)}"
+            if rule == "load":
+                ok = LOAD[0] <= loads[gpus] <= LOAD[1]
+            else:
+                inst = build(spec, data_dir)
+                _, rep = simulate(inst, registry.policy_factory("fifo+packed-sticky")(inst), method="fifo")
+                ok = rep.metrics["mean_queueing_delay"] >= WAITING * rep.objective
+            if ok:
+                out.append(spec)
                 found += 1
                 if found == per_vc:
                     break
@@ -157,13 +168,14 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="runs/live_replay")
     ap.add_argument("--slices", nargs="*", default=None, help="VC:INDEX:JOBS:GPUS:SEED (default: the rule above)")
     ap.add_argument("--per-vc", type=int, default=1, help="default slices per virtual cluster")
+    ap.add_argument("--rule", choices=("load", "waiting"), default="load", help="how default slices are chosen")
     ap.add_argument("--time-limit", type=float, default=2.0, help="per live decision (s)")
     ap.add_argument("--method", default="cpsat")
     ap.add_argument("--max-oracle-jobs", type=int, default=16)
     ap.add_argument("--oracle-limit", type=float, default=300.0, help="offline oracle on the whole slice (s)")
     ap.add_argument("--quick", action="store_true", help="first two slices, 100 jobs, short limits")
     a = ap.parse_args(argv)
-    slices = a.slices or default_slices(a.data_dir, a.per_vc)
+    slices = a.slices or default_slices(a.data_dir, a.per_vc, a.rule)
     if a.quick:
         slices = [":".join(s.split(":")[:2] + ["100"] + s.split(":")[3:]) for s in slices[:2]]
         a.time_limit, a.oracle_limit = min(a.time_limit, 1.0), min(a.oracle_limit, 30.0)

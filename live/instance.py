@@ -34,6 +34,8 @@ from .state import LiveState, Placement, Work
 NOW_TOL = 1e-6
 #: slowdown of a running job on any GPU it does not hold (SPEC §1 ``variability`` of its own job class)
 AWAY_FACTOR = 1000.0
+#: the least time a running job is given (no zero-length job: its slowdown would be 0/0 in the metrics)
+MIN_LEFT_S = 1e-6
 PIN_CLASS = "live-pin:"
 
 
@@ -111,7 +113,7 @@ class LiveInstance:
         ends: list[float] = []
         for r in state.running:
             alloc = Allocation(tuple(r.gpus))
-            left = r.remaining_at(state.now, floor_s)
+            left = max(MIN_LEFT_S, r.remaining_at(state.now, floor_s))
             f = job_fields(r.work, types) if r.work is not None else {}
             held = {cluster.gpu[g].type for g in r.gpus}
             if not f or not held <= set(f["samples_per_s"]):
@@ -275,12 +277,13 @@ class LiveInstance:
         now = self.state.now
         comp = timed.replay.completion
         idx = self.instance.index
+        busy = self.state.busy_gpus   # a running job about to end (0 s left) still holds its GPUs now
         now_, later, running = [], [], []
         for s in sorted(timed.schedule.segments, key=lambda s: (s.start, idx[s.job])):
             p = Placement(s.job, tuple(s.alloc.gpus), now + s.start, now + comp[s.job])
             if idx[s.job] < self.n_running:
                 running.append(p)
-            elif s.start <= NOW_TOL:
+            elif s.start <= NOW_TOL and not busy.intersection(s.alloc.gpus):
                 now_.append(Placement(s.job, p.gpus, now, p.end))
             else:
                 later.append(p)

@@ -37,7 +37,17 @@ def check_plan(state: LiveState, plan, objective: str = "mean_jct") -> None:
     assert not any(set(p.gpus) & busy for p in plan.start_now)
     placed = [p.job for p in plan.start_now + plan.later]
     assert sorted(placed) == sorted(q.name for q in state.queued)
-    assert all(p.start > state.now for p in plan.later)
+    assert all(p.start >= state.now for p in plan.later)
+
+
+def test_a_running_job_at_its_end_still_holds_its_gpus():
+    """0 s left (the simulator has not popped its completion yet): its GPUs are not free now."""
+    cl = ClusterSpec("one", (NodeSpec("a", (GpuSpec(0, "v100"),)),))
+    state = LiveState(cl, 50.0, (QueuedJob("q", 0.0, (1,), Work({"v100": 100.0})),),
+                      (RunningJob("r", 0.0, 0.0, ("a:0",), 0.0, 50.0),))
+    with Planner(PlannerConfig(method="none", floor_s=0.0)) as planner:
+        plan = planner.plan(state)
+    assert not plan.start_now and [p.job for p in plan.later] == ["q"] and plan.later[0].start == pytest.approx(50.0)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -28,9 +28,6 @@ from .readers import Where, number, parse_sizes, parse_time, parse_work, queued_
 from .state import LiveState, Placement, RunningJob
 from .store import JobChange
 
-KINDS = ("submit", "complete", "cancel", "revise", "running", "tick")
-
-
 @dataclass(frozen=True)
 class Event:
     """One event: its unique ``id``, ``kind`` (a ``type`` of the table above), ``time`` and the decoded object."""
@@ -43,6 +40,9 @@ class Event:
     @property
     def where(self) -> Where:
         return Where(f"event {self.id}")
+
+
+KINDS = ("submit", "complete", "cancel", "revise", "running", "tick")
 
 
 def parse_event(obj: Any, source: str) -> Event:

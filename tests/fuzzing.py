@@ -37,18 +37,19 @@ from jctlab.model import load_instance, load_schedule
 
 from .fuzz_cases import CORE_WEIGHTS, METHODS, Case, bases, core_strategies, extreme, ps_heavy, schedule_of
 from .fuzz_cases_eval import EVAL_WEIGHTS, eval_files, eval_strategies
+from .fuzz_cases_live import LIVE_WEIGHTS, live_strategies
 
 NO_LIMIT_S = 10.0      # a run of a verb without a time limit may take this long
 SLACK_S = 2.0          # a run with a time limit may take this much longer
 #: the verbs whose exit code 1 has a documented meaning (invalid schedule; below a proven bound; failed check)
 EXIT_1_VERBS = ("replay", "evaluate", "suite")
-ALL_WEIGHTS = {**CORE_WEIGHTS, **EVAL_WEIGHTS}
+ALL_WEIGHTS = {**CORE_WEIGHTS, **EVAL_WEIGHTS, **LIVE_WEIGHTS}
 
 
 def cases(weights: dict[str, int] | None = None) -> st.SearchStrategy[Case]:
     """Cases of the verbs of ``weights`` (verb -> relative weight; default: every verb, ALL_WEIGHTS)."""
     w = weights or ALL_WEIGHTS
-    strat = {**core_strategies(), **eval_strategies()}
+    strat = {**core_strategies(), **eval_strategies(), **live_strategies()}
     return st.one_of(*[strat[v] for v, k in w.items() for _ in range(k)])
 
 # ----------------------------------------------------------------------------- running and judging
@@ -182,7 +183,9 @@ def judge(case: Case, o: Outcome, root: Path) -> list[str]:
         if o.stdout:
             bad.append("stdout-on-error")
     elif o.code == 0:
-        ok = [ln for ln in lines if not ln.startswith("wrote ")]
+        # the daemon reports an event it rejects and goes on (docs/live.md): that is not an error
+        ok = [ln for ln in lines if not ln.startswith("wrote ")
+              and not (case.verb == "schedule-daemon" and ln.startswith("jctlab: rejected: "))]
         if ok:
             bad.append("stderr-on-success")
     out = root / case.out if case.out else None
@@ -234,7 +237,7 @@ def warm_up() -> None:
     for m in ("formulations.static_cpsat", "formulations.static_milp", "formulations.offline_cpsat",
               "formulations.offline_milp", "formulations.offline_bnb", "formulations.brute", "oracle.portfolio",
               "matching.methods", "samplers.methods", "baselines.families", "baselines.gavel", "evaluation.report",
-              "rl.train"):
+              "rl.train", "live.planner"):
         importlib.import_module(m)
     eval_files()          # builds the micro suite and a run of it: the harness's imports and first calls
     root = Path(tempfile.mkdtemp(prefix="jctlab-fuzz-warm-"))
@@ -259,6 +262,6 @@ def run_and_judge(case: Case, in_process: bool = True) -> tuple[Outcome, list[st
         shutil.rmtree(root, ignore_errors=True)
 
 
-__all__ = ["Case", "Outcome", "cases", "ALL_WEIGHTS", "CORE_WEIGHTS", "EVAL_WEIGHTS",
+__all__ = ["Case", "Outcome", "cases", "ALL_WEIGHTS", "CORE_WEIGHTS", "EVAL_WEIGHTS", "LIVE_WEIGHTS",
            "run_and_judge", "run_in_process", "run_subprocess", "judge", "outcome_name",
            "bases", "schedule_of", "ps_heavy", "extreme", "warm_up", "materialize"]

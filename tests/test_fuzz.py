@@ -1,7 +1,7 @@
 """The fuzz suite at CI size (issue 44): hostile instances, schedules, cache files and options through every
 core verb, in-process for speed, plus a few through the installed command, and a smaller run through the
 verbs plug-ins add (evaluate, suite, report, plot, leaderboard, train: suite manifests, run folders,
-demonstrations and their options). ``make fuzz`` runs the long version (scripts/fuzz.py, every verb) and
+demonstrations and their options; schedule and schedule-daemon: cluster, queue and event files). ``make fuzz`` runs the long version (scripts/fuzz.py, every verb) and
 prints the count of each outcome. Derandomized: the same cases on every run.
 
 JCTLAB_FUZZ_EXAMPLES sets the number of in-process core cases (default 400), JCTLAB_FUZZ_PLUGIN_EXAMPLES
@@ -14,7 +14,7 @@ import os
 
 from hypothesis import HealthCheck, Phase, given, settings
 
-from .fuzzing import CORE_WEIGHTS, EVAL_WEIGHTS, cases, run_and_judge
+from .fuzzing import CORE_WEIGHTS, EVAL_WEIGHTS, LIVE_WEIGHTS, cases, run_and_judge
 
 EXAMPLES = int(os.environ.get("JCTLAB_FUZZ_EXAMPLES", "400"))
 PLUGIN_EXAMPLES = int(os.environ.get("JCTLAB_FUZZ_PLUGIN_EXAMPLES", "24"))
@@ -32,6 +32,13 @@ def test_every_input_gets_a_clear_answer_in_time(case):
 @settings(FUZZ, max_examples=PLUGIN_EXAMPLES)
 @given(case=cases(EVAL_WEIGHTS))
 def test_plugin_verbs_answer_hostile_input_too(case):
+    o, failures = run_and_judge(case)
+    assert not failures, f"{failures}: {case.describe()}\nstderr: {o.stderr[-1500:]}\n{o.error or ''}"
+
+
+@settings(FUZZ, max_examples=PLUGIN_EXAMPLES)
+@given(case=cases(LIVE_WEIGHTS))
+def test_the_live_scheduler_answers_hostile_input_too(case):
     o, failures = run_and_judge(case)
     assert not failures, f"{failures}: {case.describe()}\nstderr: {o.stderr[-1500:]}\n{o.error or ''}"
 

@@ -209,3 +209,32 @@ def test_train_checks_its_demonstrations_before_making_its_folder(tmp_path, caps
     assert code == 2 and len(lines) == 1 and lines[0].rsplit("\r", 1)[-1].startswith("jctlab: error: ")
     assert name in lines[0] and "job j0 has no segment" in lines[0] and not out.exists()
 
+
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "small-lab"
+
+
+@pytest.mark.parametrize("count", [16_385, 10**400])
+def test_live_cluster_beyond_its_size_is_refused_at_once(tmp_path, capsys, count):
+    """A cluster file with more GPUs than the live scheduler takes is one line naming the entry, before
+    any GPU list is built (a count of 10**400 would otherwise never finish)."""
+    text = (EXAMPLE / "cluster.yaml").read_text().replace("{type: p100, count: 4}", f"{{type: p100, count: {count}}}")
+    (tmp_path / "c.yaml").write_text(text)
+    line = refused(capsys, "schedule", "--cluster", tmp_path / "c.yaml", "--queue", EXAMPLE / "queue.csv",
+                   "--time-limit", "1", "--method", "none", "--out", tmp_path / "plan.json",
+                   names=("c.yaml", "nodes[2].gpus[0].count"))
+    assert "16,384" in line and not (tmp_path / "plan.json").exists()
+
+
+@pytest.mark.parametrize("flag, value", [("--time-limit", "inf"), ("--time-limit", "1e400"), ("--threads", "0"),
+                                         ("--seed", "-1"), ("--max-oracle-jobs", "abc"), ("--poll", "nan")])
+def test_live_daemon_flags_and_bad_cluster_leave_no_state(tmp_path, capsys, flag, value):
+    """Bad options, and a cluster file that does not parse, exit 2 before a state file is created."""
+    (tmp_path / "spool").mkdir()
+    state = tmp_path / "s.db"
+    refused(capsys, "schedule-daemon", "--state", state, "--cluster", EXAMPLE / "cluster.yaml", "--spool",
+            tmp_path / "spool", "--once", flag, value, names=(flag,))
+    (tmp_path / "bad.yaml").write_text("nodes: [")
+    refused(capsys, "schedule-daemon", "--state", state, "--cluster", tmp_path / "bad.yaml", "--spool",
+            tmp_path / "spool", "--once", names=("bad.yaml",))
+    assert not state.exists() and not list(tmp_path.glob("s.db*"))

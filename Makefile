@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.jctlab-installed
 
-.PHONY: setup demo test bench browser clean
+.PHONY: setup demo test bench browser fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ BENCH_FAIL ?= median:50%
 bench: setup
 	$(PY) -m pytest benchmarks --benchmark-only -q -p no:cacheprovider --benchmark-autosave \
 	  $$(ls .benchmarks/*/*.json >/dev/null 2>&1 && echo --benchmark-compare --benchmark-compare-fail=$(BENCH_FAIL))
+
+# the long fuzz run of issue 44: hostile inputs through every verb, the count of each outcome
+FUZZ_CASES ?= 2000
+fuzz: setup
+	$(PY) scripts/fuzz.py --cases $(FUZZ_CASES) --log runs/fuzz-$(FUZZ_CASES).jsonl
 
 clean:
 	rm -rf $(VENV) .pytest_cache .benchmarks build *.egg-info

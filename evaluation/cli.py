@@ -18,7 +18,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from jctlab import argtypes as T
 from jctlab.errors import InputError
+
+#: seed draws per family that --seeds may ask for (a suite ships a few)
+SEED_DRAWS = T.integer(1, 10_000)
+WORKERS = T.integer(1, 1_024)
 
 
 def _data_dir(a: argparse.Namespace) -> Path | None:
@@ -33,11 +38,6 @@ def _data_dir(a: argparse.Namespace) -> Path | None:
     return default_data_dir()
 
 
-def _positive(v: Any, flag: str) -> None:
-    if v is not None and v <= 0:
-        raise InputError("command line", flag, "must be > 0")
-
-
 def cmd_evaluate(a: argparse.Namespace) -> int:
     # heavy imports (pandas, the runner) only when the verb runs: every `jctlab` call builds this parser
     from .methods import registered, resolve_all
@@ -46,15 +46,14 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     from .table import gap_grid_markdown, per_seed_markdown, summary_markdown
 
     suite = load_suite(a.suite)
-    _positive(a.time_limit, "--time-limit")
-    _positive(a.seeds, "--seeds")
-    _positive(a.threads, "--threads")
     methods_text = a.methods or ",".join(suite.evaluate.methods)
     if methods_text == "all":
         methods_text = registered()
     if not methods_text:
         raise InputError("command line", "--methods", f"suite {suite.name!r} names no default methods: give --methods")
     methods = resolve_all(methods_text)
+    if a.baseline is not None and a.baseline not in {m.label for m in methods}:
+        raise InputError("command line", "--baseline", f"{a.baseline!r} is not among the methods evaluated")
     out = Path(a.out or f"runs/{suite.name}")
     tl = a.time_limit if a.time_limit is not None else suite.evaluate.time_limit_s
     threads = a.threads or suite.evaluate.threads
@@ -93,7 +92,6 @@ def cmd_suite(a: argparse.Namespace) -> int:
     if a.action == "build":
         from .build import BuildOptions, build
 
-        _positive(a.time_limit, "--time-limit")
         opts = BuildOptions(Path(a.work or f"runs/suite-build/{suite.name}"), _data_dir(a), a.executor, a.workers,
                             a.address, a.time_limit, a.threads, not a.no_progress)
         new = build(suite, opts)
@@ -148,6 +146,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 def cmd_plot(a: argparse.Namespace) -> int:
     from jctlab.model import load_instance, load_schedule
+    from jctlab.replay import replay
 
     from .gantt import save_gantt
 
@@ -155,6 +154,9 @@ def cmd_plot(a: argparse.Namespace) -> int:
         raise InputError("command line", "--out", "must end in .png or .svg")
     inst = load_instance(a.instance)
     sched = load_schedule(a.schedule)
+    rep = replay(inst, sched, source=a.schedule, with_metrics=False)   # names the instance's jobs and GPUs
+    if not rep.valid:         # a chart of an invalid schedule would draw what never runs
+        raise InputError(a.schedule, "", f"does not replay on {a.instance}: {rep.error}")
     save_gantt(inst, sched, a.out, title=a.title)
     print(f"wrote {a.out}", file=sys.stderr)
     return 0
@@ -164,7 +166,7 @@ def cmd_leaderboard(a: argparse.Namespace) -> int:
     from .leaderboard import LeaderboardOptions, leaderboard
 
     path = leaderboard(LeaderboardOptions(
-        suites=tuple(s for s in (a.suites or "").split(",") if s), out=Path(a.out), runs=Path(a.runs),
+        suites=tuple(a.suites or ()), out=Path(a.out), runs=Path(a.runs),
         methods=a.methods, seeds=a.seeds, executor=a.executor, workers=a.workers, data_dir=_data_dir(a),
         progress=not a.no_progress))
     print(f"wrote {path}")
@@ -174,24 +176,26 @@ def cmd_leaderboard(a: argparse.Namespace) -> int:
 def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--executor", default="local", choices=["local", "ray", "inline"],
                    help="local worker processes (default), Ray tasks, or this process")
-    p.add_argument("--address", default=None, help="Ray cluster address (default: start a local one)")
-    p.add_argument("--workers", type=int, default=None, help="local processes (default: cores // threads)")
-    p.add_argument("--data-dir", default=None, help="raw data folder (default: $JCTLAB_DATA or ../shared/data)")
+    p.add_argument("--address", type=T.text, default=None, help="Ray cluster address (default: start a local one)")
+    p.add_argument("--workers", type=WORKERS, default=None, help="local processes (default: cores // threads)")
+    p.add_argument("--data-dir", type=T.text, default=None,
+                   help="raw data folder (default: $JCTLAB_DATA or ../shared/data)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def register(sub: Any) -> None:
     """``jctlab.commands`` entry point: add evaluate, suite, report, plot and leaderboard."""
     e = sub.add_parser("evaluate", help="score methods on a suite (every cell replayed, resumable)")
-    e.add_argument("--suite", required=True, help="suite name (jctlab suite list) or manifest path")
-    e.add_argument("--methods", default=None,
+    e.add_argument("--suite", required=True, type=T.text, help="suite name (jctlab suite list) or manifest path")
+    e.add_argument("--methods", type=T.text, default=None,
                    help="comma list: registered solvers/policies, NAME[key=value,...], module:factory, or all "
                         "(default: the suite's)")
-    e.add_argument("--seeds", type=int, default=None, help="first K seed draws of every family (default: all)")
-    e.add_argument("--time-limit", type=float, default=None, help="seconds per solver cell (default: the suite's)")
-    e.add_argument("--threads", type=int, default=None, help="solver threads per cell (default: the suite's)")
-    e.add_argument("--out", default=None, help="run folder (default runs/SUITE); rerun to resume")
-    e.add_argument("--baseline", default=None, help="method for the win rate (default: the best policy)")
+    e.add_argument("--seeds", type=SEED_DRAWS, default=None, help="first K seed draws of every family (default: all)")
+    e.add_argument("--time-limit", type=T.TIME_LIMIT, default=None,
+                   help="seconds per solver cell (default: the suite's)")
+    e.add_argument("--threads", type=T.THREADS, default=None, help="solver threads per cell (default: the suite's)")
+    e.add_argument("--out", type=T.out_dir, default=None, help="run folder (default runs/SUITE); rerun to resume")
+    e.add_argument("--baseline", type=T.text, default=None, help="method for the win rate (default: the best policy)")
     e.add_argument("--report", action="store_true", help="write the HTML report at the end")
     _run_args(e)
     e.set_defaults(func=cmd_evaluate)
@@ -199,10 +203,13 @@ def register(sub: Any) -> None:
     s = sub.add_parser("suite", help="list, build or check evaluation suites")
     s.add_argument("action", choices=["list", "build", "check"])
     s.add_argument("name", nargs="?", default=None)
-    s.add_argument("--time-limit", type=float, default=None, help="build: the oracle's limit (default: the suite's)")
-    s.add_argument("--threads", type=int, default=None, help="build: the oracle's threads (default: the suite's)")
-    s.add_argument("--work", default=None, help="build: cells folder (default runs/suite-build/NAME); resumable")
-    s.add_argument("--runs", action="append", default=None, help="check: run folders whose schedules lb must not exceed")
+    s.add_argument("--time-limit", type=T.TIME_LIMIT, default=None,
+                   help="build: the oracle's limit (default: the suite's)")
+    s.add_argument("--threads", type=T.THREADS, default=None, help="build: the oracle's threads (default: the suite's)")
+    s.add_argument("--work", type=T.out_dir, default=None,
+                   help="build: cells folder (default runs/suite-build/NAME); resumable")
+    s.add_argument("--runs", type=T.text, action="append", default=None,
+                   help="check: run folders whose schedules lb must not exceed")
     s.add_argument("--reprove", action="store_true", help="check: prove every opt again with its method")
     s.add_argument("--verbose", action="store_true", help="check: print passed checks too")
     _run_args(s)
@@ -210,23 +217,25 @@ def register(sub: Any) -> None:
 
     r = sub.add_parser("report", help="HTML (self-contained) and Markdown report of a run folder")
     r.add_argument("run_dir")
-    r.add_argument("--instance", default=None, help="instance whose Gantt charts are drawn (default: chosen)")
-    r.add_argument("--baseline", default=None, help="method for the win rate (default: the best policy)")
+    r.add_argument("--instance", type=T.text, default=None,
+                   help="instance whose Gantt charts are drawn (default: chosen)")
+    r.add_argument("--baseline", type=T.text, default=None, help="method for the win rate (default: the best policy)")
     r.set_defaults(func=cmd_report)
 
     p = sub.add_parser("plot", help="Gantt chart of a schedule (one row per GPU)")
     p.add_argument("instance")
     p.add_argument("schedule")
-    p.add_argument("--out", required=True, help="FILE.png or FILE.svg")
+    p.add_argument("--out", required=True, type=T.out_path, help="FILE.png or FILE.svg")
     p.add_argument("--title", default=None)
     p.set_defaults(func=cmd_plot)
 
     lb = sub.add_parser("leaderboard", help="evaluate every method on the standard suites, write LEADERBOARD.md")
-    lb.add_argument("--suites", default=None, help="comma list (default: the standard suites)")
-    lb.add_argument("--methods", default=None, help="comma list (default: the leaderboard's methods)")
-    lb.add_argument("--seeds", type=int, default=None)
-    lb.add_argument("--runs", default="runs/leaderboard", help="folder of the suites' run folders (resumable)")
-    lb.add_argument("--out", default="LEADERBOARD.md")
+    lb.add_argument("--suites", type=T.names, default=None, help="comma list (default: the standard suites)")
+    lb.add_argument("--methods", type=T.text, default=None, help="comma list (default: the leaderboard's methods)")
+    lb.add_argument("--seeds", type=SEED_DRAWS, default=None)
+    lb.add_argument("--runs", type=T.out_dir, default="runs/leaderboard",
+                    help="folder of the suites' run folders (resumable)")
+    lb.add_argument("--out", type=T.out_path, default="LEADERBOARD.md")
     _run_args(lb)
     lb.set_defaults(func=cmd_leaderboard)
 

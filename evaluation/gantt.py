@@ -9,6 +9,7 @@ are set so that 64 GPUs stay readable.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import matplotlib
@@ -101,8 +102,14 @@ def gantt_figure(inst: Instance, sched: Schedule, title: str | None = None) -> A
 
 
 def save_gantt(inst: Instance, sched: Schedule, path: str | os.PathLike, title: str | None = None) -> None:
+    """Write the chart to ``path`` (PNG or SVG by its suffix) atomically, making its folder if needed."""
     fig = gantt_figure(inst, sched, title)
+    p = Path(path)
+    tmp = p.with_name(f".{p.name}.tmp")
     try:
-        fig.savefig(path, dpi=130)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(tmp, dpi=130, format=p.suffix.lstrip(".").lower() or "png")
+        os.replace(tmp, p)
     finally:
         plt.close(fig)
+        tmp.unlink(missing_ok=True)

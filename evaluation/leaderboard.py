@@ -91,7 +91,7 @@ def leaderboard(opts: LeaderboardOptions) -> Path:
         methods, classes = _methods(suite, opts.methods)
         if opts.progress:
             print(f"leaderboard: {n}", file=sys.stderr)
-        cfg = RunConfig(suite, methods, opts.runs / n, opts.seeds, suite.evaluate.time_limit_s,
+        cfg = RunConfig(suite, methods, opts.runs / suite.name, opts.seeds, suite.evaluate.time_limit_s,
                         suite.evaluate.threads, opts.executor, opts.workers, None, opts.data_dir, opts.progress,
                         classes_of=classes)
         try:
@@ -99,7 +99,7 @@ def leaderboard(opts: LeaderboardOptions) -> Path:
         except InputError as e:
             skipped.append(f"{n} ({e})")
             continue
-        out += suite_section(n, suite.version, summarize(table), suite.evaluate.time_limit_s,
+        out += suite_section(suite.name, suite.version, summarize(table), suite.evaluate.time_limit_s,
                              table["instance"].nunique())
     if skipped:
         out += ["Skipped: " + "; ".join(skipped) + ".", ""]

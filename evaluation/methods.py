@@ -1,7 +1,8 @@
 """What ``--methods`` names: registered solvers and policies, or a user's ``module:factory``.
 
 A method spec is ``NAME`` or ``NAME[key=value,key=value]`` (options passed to the solver or policy
-factory, e.g. ``sampling[samples=16]``). ``NAME`` is looked up in this order:
+factory, e.g. ``sampling[samples=16]``, typed by its signature as the ``solve``/``simulate`` verbs type
+theirs: :mod:`jctlab.argtypes`). ``NAME`` is looked up in this order:
 
 1. ``solver:NAME`` / ``policy:NAME``: a registered solver (``jctlab.methods``) or policy, explicitly (for a
    name registered as both, such as ``matching`` and ``sampling``);
@@ -23,8 +24,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from jctlab import argtypes as T
 from jctlab import registry
-from jctlab.cli import _coerce
 from jctlab.errors import InputError
 
 from .suites import import_object
@@ -72,7 +73,8 @@ def split_specs(text: str) -> list[str]:
     return [s.strip() for s in out if s.strip()]
 
 
-def _parse(spec: str) -> tuple[str, tuple[tuple[str, Any], ...]]:
+def _parse(spec: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """``NAME[k=v,...]`` -> (NAME, ((k, raw v), ...)), the values still text (see :func:`_typed`)."""
     if "[" not in spec:
         return spec, ()
     name, _, rest = spec.partition("[")
@@ -85,8 +87,19 @@ def _parse(spec: str) -> tuple[str, tuple[tuple[str, Any], ...]]:
         k, eq, v = item.partition("=")
         if not eq or not k.strip():
             raise InputError("command line", "--methods", f"{spec!r}: option {item!r} is not key=value")
-        opts.append((k.strip().replace("-", "_"), _coerce(v.strip())))
+        opts.append((k.strip(), v.strip()))
     return name.strip(), tuple(sorted(opts))
+
+
+def _typed(spec: str, fn: Callable[..., Any], opts: tuple[tuple[str, str], ...],
+           what: str) -> tuple[tuple[str, Any], ...]:
+    """The options typed by ``fn``'s signature (ranges and choices of its ``Annotated`` metadata): an
+    unknown key, a key given twice or a value of the wrong type is a one-line InputError naming the spec."""
+    try:
+        typed = T.parse_options(fn, [f"--{k}={v}" for k, v in opts], what)
+    except InputError as e:
+        raise InputError("command line", "--methods", f"{spec!r}: {e.field.lstrip('-')}: {e.reason}") from None
+    return tuple(sorted(typed.items()))
 
 
 def _is_solver(fn: Any) -> bool:
@@ -103,15 +116,15 @@ def resolve(spec: str) -> MethodSpec:
     for kind in (SOLVER, POLICY):
         if name.startswith(kind + ":") and not _importable_module(kind):
             forced, name = kind, name[len(kind) + 1:]
-    if forced != POLICY and registry.method(name) is not None:
-        return MethodSpec(spec, name, SOLVER, "registry", opts)
-    if forced != SOLVER and registry.policy_factory(name) is not None:
-        return MethodSpec(spec, name, POLICY, "registry", opts)
+    if forced != POLICY and (fn := registry.method(name)) is not None:
+        return MethodSpec(spec, name, SOLVER, "registry", _typed(spec, fn, opts, f"method {name}"))
+    if forced != SOLVER and (fn := registry.policy_factory(name)) is not None:
+        return MethodSpec(spec, name, POLICY, "registry", _typed(spec, fn, opts, f"policy {name}"))
     if forced is None and ":" in name:
         fn = import_object(name, "command line", "--methods")
         if not callable(fn):
             raise InputError("command line", "--methods", f"{name!r} is not callable")
-        return MethodSpec(spec, name, SOLVER if _is_solver(fn) else POLICY, "module", opts)
+        return MethodSpec(spec, name, SOLVER if _is_solver(fn) else POLICY, "module", _typed(spec, fn, opts, name))
     known = ", ".join(registry.names("jctlab.methods") + registry.names("jctlab.policies"))
     raise InputError("command line", "--methods",
                      f"unknown method {name!r} (known: {known}; {'; '.join(registry.family_patterns())}; "

@@ -197,11 +197,13 @@ def write_report(run_dir: str | os.PathLike, instance: str | None = None,
     suite, table, meta = load_run(d)
     rows = [r for _, r in read_rows(d / "cells.jsonl")]
     keys = set(table["key"])
+    if instance is not None and instance not in set(table["instance"]):
+        raise InputError("command line", "--instance", f"{instance!r} is not in this run")
+    if baseline is not None and baseline not in set(table["method"]):
+        raise InputError("command line", "--baseline", f"{baseline!r} is not a method of this run")
     figs = [f for f in (gap_distribution(table), jct_cdf(rows, keys), gap_vs_size(table), latency_vs_size(table))
             if f is not None]
     chosen = instance or pick_instance(table)
-    if instance is not None and instance not in set(table["instance"]):
-        raise InputError("command line", "--instance", f"{instance!r} is not in this run")
     gfigs = gantts(d, suite, table, chosen) if chosen else []
     summary = summary_markdown(table, baseline)
     seeds = per_seed_markdown(table)

@@ -28,7 +28,7 @@ from jctlab.model import load_instance, read_json, save_instance
 from .cells import CellOutcome, CellTask, InstanceSource, cell_key
 from .executors import make_executor
 from .methods import MethodSpec
-from .store import CellStore, read_rows
+from .store import CELLS, CellStore, read_rows
 from .suites import Suite, SuiteInstance, instance_hash, read_suite
 from .table import tidy
 
@@ -78,12 +78,14 @@ def materialize(cfg: RunConfig, instances: tuple[SuiteInstance, ...]) -> dict[st
     """Each instance as a file in ``RUN_DIR/instances/`` (the suite's file or its generator's output,
     hash-checked): the workers read it, the report draws from it."""
     folder = cfg.out / "instances"
+    made = {si.name: cfg.suite.load_instance(si, cfg.data_dir) for si in instances   # a refusal: before any write
+            if not (folder / f"{si.name}.json").exists() or _sha_of_file(folder / f"{si.name}.json") != si.sha256}
     folder.mkdir(parents=True, exist_ok=True)
     out = {}
     for si in instances:
         p = folder / f"{si.name}.json"
-        if not p.exists() or _sha_of_file(p) != si.sha256:
-            save_instance(cfg.suite.load_instance(si, cfg.data_dir), p)
+        if si.name in made:
+            save_instance(made[si.name], p)
         out[si.name] = InstanceSource(si.sha256, str(p.resolve()))
         for ref in si.references:      # the report draws the reference schedules from the snapshot's folder
             if ref.schedule is not None and (cfg.suite.folder / ref.schedule).is_file():
@@ -139,6 +141,8 @@ def _write_meta(cfg: RunConfig, keys: list[str]) -> None:
 
 def evaluate(cfg: RunConfig) -> pd.DataFrame:
     """Run the missing cells of ``cfg`` and return the tidy table of all its cells (also ``results.csv``)."""
+    executor = make_executor(cfg.executor, cfg.workers, cfg.threads, cfg.address)   # bad options: before any file
+    list(read_rows(cfg.out / CELLS))   # a resumed run's cells must read back: an edited row is refused before any write
     tasks = plan(cfg)
     _write_meta(cfg, [t.key for t in tasks])
     with CellStore(cfg.out) as store:
@@ -153,7 +157,7 @@ def evaluate(cfg: RunConfig) -> pd.DataFrame:
 
         t0 = time.perf_counter()
         try:
-            make_executor(cfg.executor, cfg.workers, cfg.threads, cfg.address).run(todo, record, bar)
+            executor.run(todo, record, bar)
         finally:
             bar.close()
         rows = dict(store.rows)
@@ -177,6 +181,10 @@ def load_run(run_dir: str | os.PathLike) -> tuple[Suite, pd.DataFrame, dict[str,
     if not snap.is_file():
         raise InputError(str(d), "", "not a run folder (no suite.json: run `jctlab evaluate --out` first)")
     suite = read_suite(read_json(snap), snap)
-    meta = json.loads((d / "run.json").read_text()) if (d / "run.json").is_file() else {}
+    meta = read_json(d / "run.json") if (d / "run.json").is_file() else {}
+    keys = meta.get("keys") if isinstance(meta, dict) else None
+    if not isinstance(meta, dict) or not (keys is None or (isinstance(keys, list)
+                                                           and all(isinstance(k, str) for k in keys))):
+        raise InputError(str(d / "run.json"), "keys", "expected an object with a list of cell keys (edited?)")
     rows = [r for _, r in read_rows(d / "cells.jsonl")]
-    return suite, tidy(rows, suite, meta.get("keys")), meta
+    return suite, tidy(rows, suite, keys), meta

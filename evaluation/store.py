@@ -10,10 +10,13 @@ file names never carry a method's name (which may hold ``+``, ``:`` or ``/``).
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 from pathlib import Path
 from typing import Any, Iterator
 
+from jctlab import limits as L
 from jctlab.errors import InputError
 from jctlab.model import write_json_atomic
 
@@ -69,6 +72,35 @@ class CellStore:
         self.rows[key] = row
 
 
+#: what the tables and the report read of a row (cells.py writes them): field -> the JSON types allowed
+_TEXT, _NUM, _OPT_NUM, _OPT_TEXT = (str,), (int, float), (int, float, type(None)), (str, type(None))
+ROW_FIELDS: dict[str, tuple[type, ...]] = {
+    "instance": _TEXT, "method": _TEXT, "kind": _TEXT, "status": _TEXT, "seed": (int,),
+    "valid": (bool, type(None)), "objective": _OPT_NUM, "lower_bound": _OPT_NUM, "runtime_s": _OPT_NUM,
+    "cell_s": _OPT_NUM, "schedule": _OPT_TEXT, "jcts": (list, type(None)), "error": _OPT_TEXT,
+}
+_KEY = re.compile(r"[0-9a-f]{8,64}")
+
+
+def row_problem(row: dict[str, Any]) -> str | None:
+    """Why a row read back from ``cells.jsonl`` cannot be a cell's row, or None: each field of ROW_FIELDS
+    of its type (numbers finite, no boolean for a number), the schedule the one file its key names."""
+    for f, kinds in ROW_FIELDS.items():
+        v = row.get(f)
+        if not isinstance(v, kinds) or (isinstance(v, bool) and bool not in kinds):
+            return f"{f}: {type(v).__name__} is not a {'/'.join(k.__name__ for k in kinds)}"
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"{f}: not finite"
+    if not _KEY.fullmatch(row["key"]):
+        return "key: not a cell key"
+    if row["schedule"] is not None and row["schedule"] != f"schedules/{row['key']}.json":
+        return "schedule: not the schedule file of its key"
+    if row["jcts"] is not None and not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                           and math.isfinite(x) for x in row["jcts"]):
+        return "jcts: not a list of finite numbers"
+    return None
+
+
 def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
     off = 0
     with open(path, "rb") as f:
@@ -91,8 +123,8 @@ def read_rows(path: str | os.PathLike, repair: bool = False) -> Iterator[tuple[s
         try:
             if not line.endswith(b"\n"):
                 raise ValueError("partial line")
-            row = json.loads(line)
-        except ValueError:
+            row = L.loads(line, str(p))       # nesting checked before parsing (no RecursionError)
+        except (ValueError, InputError):
             if last:
                 cut = off
                 break
@@ -100,6 +132,9 @@ def read_rows(path: str | os.PathLike, repair: bool = False) -> Iterator[tuple[s
         key = row.get("key") if isinstance(row, dict) else None
         if not isinstance(key, str):
             raise InputError(str(p), f"byte {off}", "a row without its key")
+        why = row_problem(row)
+        if why is not None:
+            raise InputError(str(p), f"byte {off}", f"{why} (the file was edited?)")
         if key not in seen:
             seen.add(key)
             yield key, row

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from jctlab import limits as L
 from jctlab.errors import InputError
 from jctlab.model import Instance, _Reader, load_instance, read_json, write_json_atomic
 
@@ -254,7 +255,11 @@ class Suite:
     def load_instance(self, si: SuiteInstance, data_dir: str | os.PathLike | None = None) -> Instance:
         """The instance of a draw: its shipped file, else its generator call (checked against its hash)."""
         if si.file is not None:
-            return load_instance(self.folder / si.file)
+            inst = load_instance(self.folder / si.file)
+            if instance_hash(inst) != si.sha256:   # the references hold for the instance of the hash only
+                raise InputError(str(self.folder / si.file), "", f"differs from the sha256 of {si.name} in "
+                                 f"{self.source}: the suite's references are not this instance's")
+            return inst
         if self.requires_data and data_dir is None:
             raise InputError(self.source, si.name, "needs the raw data (../shared/data or $JCTLAB_DATA)")
         inst = self.family(si.family).generator.build(si.seed, si.name, data_dir if self.requires_data else None,
@@ -281,6 +286,10 @@ class Suite:
 # ----------------------------------------------------------------------------- reading
 
 
+#: a reference's objective value: positive and finite (SPEC §7 keeps every objective far below inf)
+_VALUE = L.Range(0, math.inf, lo_open=True)
+
+
 class _SuiteReader(_Reader):
     def read(self, d: Any, path: Path | None) -> Suite:
         d = self.obj(d, "")
@@ -288,7 +297,7 @@ class _SuiteReader(_Reader):
         name = self.str_(self.get(d, "name", ""), "name")
         if "/" in name or name.startswith("."):
             raise self.fail("name", f"not a plain name: {name!r}")
-        version = self.int_(self.get(d, "version", ""), "version", lo=1)
+        version = self.int_(self.get(d, "version", ""), "version", 1)
         ev = self.obj(d.get("evaluate", {}), "evaluate")
         ms = ev.get("methods", [])
         by_class = None
@@ -299,12 +308,12 @@ class _SuiteReader(_Reader):
         else:
             names = self._names(ms, "evaluate.methods")
         evaluate = EvalSpec(names, self._opt_num(ev.get("time_limit_s", 10.0), "evaluate.time_limit_s"),
-                            self.int_(ev.get("threads", 1), "evaluate.threads", lo=1), by_class)
+                            self.int_(ev.get("threads", 1), "evaluate.threads", 1, L.MAX_THREADS), by_class)
         bd = self.obj(d.get("build", {}), "build")
         build = BuildSpec(self.str_(bd.get("method", "auto"), "build.method"),
-                          self.num(bd.get("time_limit_s", 300.0), "build.time_limit_s", strict=True),
-                          self.int_(bd.get("threads", 1), "build.threads", lo=1),
-                          self.int_(bd.get("seed", 0), "build.seed"),
+                          self.num(bd.get("time_limit_s", 300.0), "build.time_limit_s", L.TIME_LIMIT),
+                          self.int_(bd.get("threads", 1), "build.threads", 1, L.MAX_THREADS),
+                          self.int_(bd.get("seed", 0), "build.seed", 0, L.MAX_SEED),
                           self._names(bd.get("best_of", []), "build.best_of"),
                           self.choice(bd.get("keep", "all"), "build.keep", ("all", "proven")),
                           self._bool(bd.get("ship_instances", True), "build.ship_instances"),
@@ -329,7 +338,7 @@ class _SuiteReader(_Reader):
         return tuple(self.str_(m, f"{p}[{k}]") for k, m in enumerate(self.lst(v, p)))
 
     def _opt_num(self, v: Any, p: str) -> float | None:
-        return None if v is None else self.num(v, p, strict=True)
+        return None if v is None else self.num(v, p, L.TIME_LIMIT)
 
     def _bool(self, v: Any, p: str) -> bool:
         if not isinstance(v, bool):
@@ -339,17 +348,18 @@ class _SuiteReader(_Reader):
     def family(self, f: Any, p: str) -> Family:
         f = self.obj(f, p)
         kwargs = self.obj(f.get("kwargs", {}), f"{p}.kwargs")
+        L.check_free_value(kwargs, self.source, f"{p}.kwargs")   # finite, so that the suite can be written back
         for bad in ("seed", "name", "data_dir"):
             if bad in kwargs:
                 raise self.fail(f"{p}.kwargs.{bad}", "set by the suite (seeds, instance names, data folder)")
-        seeds = tuple(self.int_(s, f"{p}.seeds[{k}]", lo=EVAL_SEED_MIN)
+        seeds = tuple(self.int_(s, f"{p}.seeds[{k}]", EVAL_SEED_MIN, L.MAX_SEED)
                       for k, s in enumerate(self.lst(self.get(f, "seeds", p), f"{p}.seeds")))
         if not seeds:
             raise self.fail(f"{p}.seeds", "needs at least one seed")
         draws = f.get("draws")
         return Family(self.str_(self.get(f, "name", p), f"{p}.name"),
                       Generator(self.str_(self.get(f, "function", p), f"{p}.function"), kwargs), seeds,
-                      None if draws is None else self.int_(draws, f"{p}.draws", lo=1))
+                      None if draws is None else self.int_(draws, f"{p}.draws", 1))
 
     def reference(self, r: Any, p: str) -> Reference:
         r = self.obj(r, p)
@@ -357,13 +367,13 @@ class _SuiteReader(_Reader):
         rt = r.get("runtime_s")
         sched = r.get("schedule")
         return Reference(self.choice(self.get(r, "kind", p), f"{p}.kind", KINDS),
-                         self.num(self.get(r, "value", p), f"{p}.value", strict=True),
+                         self.num(self.get(r, "value", p), f"{p}.value", _VALUE),
                          self.choice(self.get(r, "class", p), f"{p}.class", CLASSES),
                          self.str_(self.get(r, "method", p), f"{p}.method"),
-                         None if tl is None else self.num(tl, f"{p}.time_limit_s", strict=True),
-                         self.int_(r.get("threads", 1), f"{p}.threads", lo=1),
+                         None if tl is None else self.num(tl, f"{p}.time_limit_s", L.TIME_LIMIT),
+                         self.int_(r.get("threads", 1), f"{p}.threads", 1, L.MAX_THREADS),
                          self.str_(self.get(r, "jctlab_version", p), f"{p}.jctlab_version"),
-                         None if rt is None else self.num(rt, f"{p}.runtime_s"),
+                         None if rt is None else self.num(rt, f"{p}.runtime_s", L.RUNTIME),
                          None if sched is None else self.str_(sched, f"{p}.schedule"))
 
     def instance(self, x: Any, p: str, families: set[str]) -> SuiteInstance:
@@ -372,9 +382,9 @@ class _SuiteReader(_Reader):
         if fam not in families:
             raise self.fail(f"{p}.family", f"no family {fam!r} in this suite")
         sz = self.obj(self.get(x, "size", p), f"{p}.size")
-        size = Size(self.int_(self.get(sz, "jobs", f"{p}.size"), f"{p}.size.jobs", lo=1),
-                    self.int_(self.get(sz, "gpus", f"{p}.size"), f"{p}.size.gpus", lo=1),
-                    self.int_(self.get(sz, "nodes", f"{p}.size"), f"{p}.size.nodes", lo=1),
+        size = Size(self.int_(self.get(sz, "jobs", f"{p}.size"), f"{p}.size.jobs", 1, L.MAX_JOBS),
+                    self.int_(self.get(sz, "gpus", f"{p}.size"), f"{p}.size.gpus", 1, L.MAX_GPUS),
+                    self.int_(self.get(sz, "nodes", f"{p}.size"), f"{p}.size.nodes", 1, L.MAX_NODES),
                     tuple(self.str_(t, f"{p}.size.gpu_types")
                           for t in self.lst(self.get(sz, "gpu_types", f"{p}.size"), f"{p}.size.gpu_types")))
         refs = tuple(self.reference(r, f"{p}.references[{k}]")
@@ -395,7 +405,7 @@ class _SuiteReader(_Reader):
         f = x.get("file")
         return SuiteInstance(self.str_(self.get(x, "name", p), f"{p}.name"), fam,
                              self.int_(self.get(x, "draw", p), f"{p}.draw"),
-                             self.int_(self.get(x, "seed", p), f"{p}.seed", lo=EVAL_SEED_MIN),
+                             self.int_(self.get(x, "seed", p), f"{p}.seed", EVAL_SEED_MIN, L.MAX_SEED),
                              self.choice(self.get(x, "class", p), f"{p}.class", CLASSES), size, sha, refs,
                              self.choice(x.get("difficulty", "open"), f"{p}.difficulty", DIFFICULTIES),
                              None if f is None else self.str_(f, f"{p}.file"))

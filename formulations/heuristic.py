@@ -19,7 +19,7 @@ from jctlab.engine import Engine, time_tol
 from jctlab.errors import InvalidSchedule
 from jctlab.model import Allocation, Instance
 from jctlab.resources import node_demand
-from jctlab.speed import SpeedError, duration
+from jctlab.speed import SpeedError, duration, ps_counts
 
 from .common import Candidate, Deadline, PackingModel, objective_weights
 
@@ -115,7 +115,7 @@ def _concrete_options(inst: Instance, j: int, st: State) -> list[tuple[float, Al
         ps_opts: list[tuple[str, ...]] = [()]
         if job.ps is not None:
             ps_opts = []
-            for p in range(1, job.ps.max_ps + 1):
+            for p in ps_counts(job, len(gs)):
                 ps_opts.append(tuple((nodes * p)[:p]))
                 ps_opts.extend([(v.name,) * p for v in inst.cluster.nodes if v.name not in nodes][:2])
         best = None
@@ -269,7 +269,7 @@ def _offline_options(inst: Instance, j: int) -> list[tuple[float, Allocation]]:
         nodes = sorted({g.split(":", 1)[0] for g in gs})
         ps_opts: list[tuple[str, ...]] = [()]
         if job.ps is not None:
-            ps_opts = [tuple((nodes * p)[:p]) for p in range(1, job.ps.max_ps + 1)]
+            ps_opts = [tuple((nodes * p)[:p]) for p in ps_counts(job, len(gs))]
         for c, m in job.level_choices:
             for ps in ps_opts:
                 a = Allocation(gs, ps, c, m)

@@ -36,7 +36,8 @@ import numpy as np
 
 from jctlab.model import Allocation, Instance, Job
 from jctlab.simulate import PolicyError, Simulator, Start
-from jctlab.speed import SpeedError, allreduce_s, duration, ps_overhead_s
+from jctlab.resources import ps_placements
+from jctlab.speed import SpeedError, allreduce_s, duration, ps_counts, ps_overhead_s
 
 EPS = 1e-9
 
@@ -372,30 +373,43 @@ def _filter(opts: list[Option]) -> list[Option]:
     return [opts[i] for i in np.flatnonzero(~np.triu(dom, 1).any(axis=0))]
 
 
-def _ps_choices(job: Job, nodes: Sequence[str]) -> list[tuple[str, ...]]:
-    if job.ps is None:
-        return [()]
-    out = []
-    for p in range(1, job.ps.max_ps + 1):
-        out += list(itertools.combinations_with_replacement(sorted(nodes), p))
+class _Partial(list):
+    """A list that says whether it holds every item there is (``complete``)."""
+
+    complete = True
+
+
+def _ps_choices(job: Job, nodes: Sequence[str], gids: Sequence[str] = (),
+                deadline: float | None = None) -> _Partial:
+    """The PS placements (node multisets of ``nodes``) worth trying for ``job`` on the GPUs ``gids``
+    (:func:`jctlab.resources.ps_placements`: server counts 1..p* only, which is exact; at most
+    MAX_PS_PLACEMENTS of them and none past ``deadline``, ``complete`` False when some were left out)."""
+    gpu_nodes = sorted({g.split(":", 1)[0] for g in gids})
+    found, complete = ps_placements(job, max(1, len(gids)), gpu_nodes, nodes, deadline=deadline)
+    out = _Partial(found)
+    out.complete = complete
     return out
 
 
-def _options_for_set(inst: Instance, j: int, gids: tuple[str, ...], ps_nodes_pool: Sequence[str], cap: dict) -> list[Option]:
+def _options_for_set(inst: Instance, j: int, gids: tuple[str, ...], ps_nodes_pool: Sequence[str], cap: dict,
+                     deadline: float | None = None) -> _Partial:
     """Every (PS placement, level) option of job j on the GPUs ``gids`` that fits the empty cluster.
 
     With parameter servers a duration depends on the GPUs, the level, the server count and whether the job
     touches one node or several (SPEC §2: Optimus' overhead, the locality penalty), so it is priced once per
     such key (the same float :func:`duration` gives each allocation); the GPUs' demand is computed once per
     level and each placement adds its servers' CPUs (:func:`demand_of`'s rule). 150 000 options at 256 GPUs
-    / 32 nodes: docs/oracle-offline.md, follow-up 29."""
+    / 32 nodes: docs/oracle-offline.md, follow-up 29. ``complete`` is False when the placements were cut
+    (:func:`_ps_choices`)."""
     job = inst.jobs[j]
     gids = tuple(gids)
     gpu_nodes = frozenset(g.split(":", 1)[0] for g in gids)
     base: dict = {}      # level -> the GPUs' demand, or None where it does not fit alone
     priced: dict = {}    # (servers, several nodes, level) -> duration, or None where the model refuses it
-    out = []
-    for psn in _ps_choices(job, ps_nodes_pool):
+    out = _Partial()
+    choices = _ps_choices(job, ps_nodes_pool, gids, deadline)
+    out.complete = choices.complete
+    for psn in choices:
         several = len(gpu_nodes | set(psn)) > 1
         for c, m in job.level_choices:
             if (c, m) not in base:
@@ -481,7 +495,7 @@ def _concrete_options(inst: Instance, full_limit: int,
     cap = capacities(inst)
     node_names = [nd.name for nd in inst.cluster.nodes]
     complete = all(count_subsets(inst, j) <= full_limit for j in inst.jobs)
-    cut = False
+    cut = truncated = False
     out: list[list[Option]] = []
     for j, job in enumerate(inst.jobs):
         hs = hostable(inst, job)
@@ -499,12 +513,14 @@ def _concrete_options(inst: Instance, full_limit: int,
             # parameter servers: on any node (complete, or a small cluster), else on the job's GPU nodes,
             # and on any node where those leave no CPUs for them
             pool = node_names if complete or len(node_names) <= PS_ANY_NODES else sorted({g.split(":", 1)[0] for g in gids})
-            found = _options_for_set(inst, j, gids, pool, cap)
+            found = _options_for_set(inst, j, gids, pool, cap, deadline)
             if not found and pool is not node_names and job.ps is not None:
-                found = _options_for_set(inst, j, gids, node_names, cap)
+                found = _options_for_set(inst, j, gids, node_names, cap, deadline)
+            truncated |= not found.complete
             opts += _filter(found)
         out.append(opts)
-    return out, complete, cut
+    # PS placements left out (too many, or past the deadline): a restricted space, not the complete one
+    return out, complete and not truncated, cut or truncated
 
 
 def _fastest_sets(inst: Instance, job: Job, sets: set[tuple[str, ...]]) -> set[tuple[str, ...]]:
@@ -534,8 +550,10 @@ def _node_complete_options(inst: Instance, limit: int) -> list[list[Option]] | N
     total = 0
     for job in inst.jobs:
         for nd in inst.cluster.nodes:
-            h = sum(1 for g in nd.gpus if job.can_use(g.type))
-            total += sum(math.comb(h, n) for n in job.sizes if n <= h) * len(_ps_choices(job, node_names)) * len(job.level_choices)
+            nd_ids = [g.id for g in nd.gpus if job.can_use(g.type)]
+            h = len(nd_ids)
+            total += sum(math.comb(h, n) * len(_ps_choices(job, node_names, nd_ids[:n]))
+                         for n in job.sizes if n <= h) * len(job.level_choices)
     if total > limit:
         return None
     out: list[list[Option]] = []
@@ -545,7 +563,10 @@ def _node_complete_options(inst: Instance, limit: int) -> list[list[Option]] | N
             ids = [g.id for g in nd.gpus if job.can_use(g.type)]
             for n in job.sizes:
                 for comb in itertools.combinations(ids, n):
-                    opts += _filter(_options_for_set(inst, j, tuple(comb), node_names, cap))
+                    found = _options_for_set(inst, j, tuple(comb), node_names, cap)
+                    if not found.complete:      # not every PS placement: no longer node-exact
+                        return None
+                    opts += _filter(found)
         for n in job.sizes:
             opts += spread_options(inst, j, n)
         out.append(opts)
@@ -645,7 +666,7 @@ def allocations_on(inst: Instance, job: Job, gids: tuple[str, ...]) -> list[tupl
     node_names = [nd.name for nd in cl.nodes]
     gnodes = sorted({g.split(":", 1)[0] for g in gids})
     res = []
-    for psn in _ps_choices(job, node_names if len(node_names) <= 4 else gnodes):
+    for psn in _ps_choices(job, node_names if len(node_names) <= 4 else gnodes, gids):
         for c, m in job.level_choices:
             a = Allocation(tuple(sorted(gids)), psn, c, m)
             try:
@@ -727,7 +748,7 @@ def _compute_lb(job: Job, rhos: list[float], split: str) -> float:
 
 def _comm_lb(job: Job, n: int, gbps: float, ps: int | None = None) -> float:
     if job.ps is not None:
-        return min(ps_overhead_s(job.ps.theta, n, p) for p in ([ps] if ps else range(1, job.ps.max_ps + 1)))
+        return min(ps_overhead_s(job.ps.theta, n, p) for p in ([ps] if ps else ps_counts(job, n)))
     return allreduce_s(job.comm_mb, n, gbps)
 
 
@@ -838,7 +859,7 @@ def _class_options(inst: Instance, levels: bool) -> list[list[Option]]:
                     # applies; keeping all p of them on this node costs p servers' CPUs there, and p sets
                     # the PS overhead (p + 1 servers that are no faster than p are dropped: dominated)
                     d_prev = math.inf
-                    for p in range(1, job.ps.max_ps + 1):
+                    for p in ps_counts(job, n):
                         d_p = single_node_lb(inst, job, nd.name, n, p, lv)
                         local = {**dem, ("cpu", nd.name): dem[("cpu", nd.name)] + p * job.ps.ps_cpus}
                         if d_p < d_prev and fits_alone(local, cap):

@@ -72,16 +72,28 @@ def strip_variability(cluster: Cluster) -> Cluster:
 
 
 def jain(x: Sequence[float]) -> float:
+    """Jain's index (Σx)² / (n·Σx²), computed on x / max|x| (it is scale-free), so that no square overflows."""
     a = np.asarray(x, dtype=float)
     if len(a) == 0 or not np.all(np.isfinite(a)):
         return float("nan")
-    s2 = float(np.sum(a * a))
-    return float(np.sum(a) ** 2 / (len(a) * s2)) if s2 > 0 else 1.0
+    top = float(np.max(np.abs(a)))
+    if top == 0:
+        return 1.0
+    a = a / top
+    return float(np.sum(a) ** 2 / (len(a) * float(np.sum(a * a))))
 
 
 def compute_metrics(inst: Instance, completion: Sequence[float], first_start: Sequence[float],
                     gpu_seconds: Sequence[float], preemptions: int,
                     with_fairness: bool = True) -> dict[str, float]:
+    # times near the float maximum (a valid schedule may start a job at 1e300 s) make sums and products of
+    # them inf: the metric is then inf (null in JSON), without a floating-point warning on stderr
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _metrics(inst, completion, first_start, gpu_seconds, preemptions, with_fairness)
+
+
+def _metrics(inst: Instance, completion: Sequence[float], first_start: Sequence[float],
+             gpu_seconds: Sequence[float], preemptions: int, with_fairness: bool) -> dict[str, float]:
     jobs = inst.jobs
     arr = np.array([j.arrival for j in jobs])
     comp = np.asarray(completion, dtype=float)

@@ -2,7 +2,11 @@
 
 The simulator calls ``policy.decide(sim)`` at every decision point (a batch of arrivals and
 completions at one instant, and at every multiple of ``round_s`` seconds when rounds are asked for;
-rounds on an idle, empty cluster are skipped). The policy
+rounds on an idle, empty cluster are skipped). Its work is bounded by the instance, not by a ratio of
+two of its numbers (SPEC §7): a round so short that some job alone spans more than ``MAX_ROUNDS`` of
+them, or restarts that span more than ``MAX_RESTART_ROUNDS``, are refused before the run
+(:func:`check_rounds`), and a run that makes more decisions than ``max_decisions`` (a policy that
+keeps preempting and never finishes) stops with :class:`PolicyError`. The policy
 reads the state (``sim.now``, ``sim.waiting``, ``sim.engine``...) and returns :class:`Start` and
 :class:`Preempt` actions; the simulator applies preemptions first, then starts, through the same
 :class:`Engine` that replay uses, so an action that breaks a rule fails at once. The schedule it
@@ -17,8 +21,9 @@ from dataclasses import dataclass
 from typing import Iterable, Protocol, Union, runtime_checkable
 
 from .engine import Engine
-from .errors import InvalidSchedule
-from .model import Allocation, Claimed, Instance, Schedule, Segment
+from .errors import InputError, InvalidSchedule
+from .limits import MAX_RESTART_ROUNDS, MAX_ROUNDS
+from .model import Allocation, Claimed, Instance, Job, Schedule, Segment
 from .replay import Replay, replay
 
 
@@ -52,16 +57,57 @@ class PolicyError(RuntimeError):
     """A policy asked for something impossible, or left jobs waiting forever."""
 
 
+def least_run_time(job: Job, inst: Instance) -> float:
+    """A lower bound of ``job``'s run time on any allocation (SPEC §2): its iterations at the per-iteration
+    time of its largest size with every GPU at the best rate any GPU of the cluster gives it (compute only:
+    communication, the locality penalty and interference only add), or at its best measured throughput,
+    sped up by its best CPU/memory level. ``inf`` when no GPU of the cluster can host it."""
+    cl = inst.cluster
+    best_rate = max((job.samples_per_s.get(g.type, 0.0) / g.factor(job.job_class) for g in cl.gpus), default=0.0)
+    top = max(job.sizes)
+    t = job.batch / (top * best_rate) if best_rate > 0 else float("inf")
+    low_var = min((g.factor(job.job_class) for g in cl.gpus), default=1.0)
+    for row in job.measured.values():
+        for v in row.values():
+            t = min(t, low_var / v)
+    speedup = max([1.0] + [lv[2] for lv in (job.cpu_mem.levels if job.cpu_mem else ())])
+    return job.iterations * t / speedup
+
+
+def check_rounds(inst: Instance, round_s: float) -> None:
+    """Refuse (InputError naming the field) rounds that would make the run's length a ratio of two numbers:
+    a job that alone spans more than MAX_ROUNDS rounds, or restarts longer than MAX_RESTART_ROUNDS rounds."""
+    restart = inst.cluster.restart_s
+    if inst.problem == "preemptive" and restart / round_s > MAX_RESTART_ROUNDS:
+        raise InputError(inst.name, "cluster.restart_s",
+                         f"a restart of {restart:g} s spans {restart / round_s:.3g} rounds of {round_s:g} s "
+                         f"(at most {MAX_RESTART_ROUNDS}): use longer rounds (--round)")
+    runs = [(t, j) for j in inst.jobs if math.isfinite(t := least_run_time(j, inst))]
+    if not runs:
+        return
+    t, longest = max(runs, key=lambda x: x[0])
+    need = t / round_s
+    if need > MAX_ROUNDS:
+        raise InputError(inst.name, "--round",
+                         f"job {longest.name} alone runs at least {need * round_s:.3g} s: {need:.3g} rounds of "
+                         f"{round_s:g} s (at most {MAX_ROUNDS}); use longer rounds")
+
+
 class Simulator:
     def __init__(self, inst: Instance, policy: Policy, round_s: float | None = None, method: str | None = None):
         if round_s is None:   # a round-based policy's own rounds (without them it would never be asked)
             round_s = getattr(policy, "round_s", None)
         if round_s is not None and not round_s > 0:
             raise ValueError("round length must be > 0")
+        if round_s is not None:
+            check_rounds(inst, round_s)
         self.inst = inst
         self.policy = policy
         self.round_s = round_s
         self.method = method or type(policy).__name__
+        #: decision points allowed before the run is stopped as never ending: every round the longest job
+        #: could need twice over, plus arrivals, completions and preemptions in plenty
+        self.max_decisions = 2 * MAX_ROUNDS + 100 * len(inst.jobs) + 1000
         self.engine = Engine(inst)
         self.now = 0.0
         self.reasons: frozenset[str] = frozenset()
@@ -97,7 +143,6 @@ class Simulator:
         t_begin = time.perf_counter()
         while self.advance():
             self.apply(self.policy.decide(self))
-            self.decisions += 1
             if self.stuck():
                 raise PolicyError(
                     f"policy {self.method} leaves {len(self.waiting)} job(s) waiting on an idle cluster")
@@ -106,11 +151,15 @@ class Simulator:
     def advance(self) -> bool:
         """Move to the next decision point (completions, arrivals and round ticks of one instant, applied
         to the state); False once every job is done. ``run`` is ``advance`` / ``apply`` / ``finish``; an
-        agent that acts step by step (``rl.envs``) drives the same three."""
+        agent that acts step by step (``rl.envs``) drives the same three. Each decision point counts
+        against ``max_decisions``, whoever drives the run."""
         inst, eng = self.inst, self.engine
         n = len(self._order)
         if self.done == n:
             return False
+        if self.decisions >= self.max_decisions:
+            raise PolicyError(f"policy {self.method} made {self.decisions} decisions and {self.done} of {n} "
+                              f"jobs are done at time {self.now:.6g}: stopped as never ending")
         t_arr = inst.jobs[self._order[self._ai]].arrival if self._ai < n else math.inf
         R = self.round_s
         if R and not eng.running and not self.waiting and self._next_round < t_arr:
@@ -135,7 +184,10 @@ class Simulator:
             self._next_round += R * max(1, math.floor((t - self._next_round) / R) + 1)
         eng.now = self.now = t
         self.reasons = frozenset(reasons)
-        return self.done < n
+        if self.done < n:
+            self.decisions += 1
+            return True
+        return False
 
     def stuck(self) -> bool:
         """Jobs wait on an idle cluster and no arrival (or, with rounds, no round) will ask again."""

@@ -9,6 +9,7 @@ allocation is part of its base time (:func:`cross_socket_factor`).
 
 from __future__ import annotations
 
+import math
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -36,6 +37,29 @@ def ps_overhead_s(theta: tuple[float, float, float, float], n: int, p: int) -> f
     """Optimus' parameter-server overhead terms: t1 + t2*n/p + t3*n + t4*p."""
     t1, t2, t3, t4 = theta
     return t1 + t2 * n / p + t3 * n + t4 * p
+
+
+def ps_counts(job: Job, n: int) -> range:
+    """The parameter-server counts worth trying for ``job`` on ``n`` workers: 1..p*, p* the smallest integer
+    minimiser over [1, max_ps] of :func:`ps_overhead_s` (empty for a job without PS).
+
+    Exact for every search: the overhead t1 + t2·n/p + t3·n + t4·p is convex in p, so p* is found among
+    the integers next to sqrt(t2·n/t4) (max_ps when t4 = 0 < t2, 1 when t2 = 0). An allocation with
+    p > p* servers is dominated by the one that keeps p* of them: no slower (the overhead at p* is no
+    larger; the job spans no more nodes, so no locality penalty or interference it did not have), and no
+    more CPUs on any node; a schedule stays feasible and no worse when it uses the latter instead. When a
+    server takes no CPUs (``ps_cpus`` = 0) fewer servers save nothing either: only p* is worth trying."""
+    if job.ps is None:
+        return range(0)
+    t1, t2, t3, t4 = job.ps.theta
+    top = job.ps.max_ps
+    if t4 <= 0:
+        best = top if t2 > 0 else 1
+    else:
+        x = math.sqrt(t2 * n / t4)
+        near = {min(top, max(1, math.floor(x))), min(top, max(1, math.ceil(x)))}
+        best = min(near, key=lambda p: (ps_overhead_s(job.ps.theta, n, p), p))  # type: ignore[union-attr]
+    return range(best, best + 1) if job.ps.ps_cpus <= 0 else range(1, best + 1)
 
 
 def cpu_mem_speedup(job: Job, alloc: Allocation) -> float:

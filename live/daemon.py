@@ -25,7 +25,9 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, TextIO
 
+from jctlab import argtypes as A
 from jctlab.errors import InputError
+from jctlab.limits import Range
 from jctlab.model import write_json_atomic
 
 from . import events, kube
@@ -149,20 +151,24 @@ class Daemon:
 
 
 def open_daemon(a: argparse.Namespace, config: PlannerConfig) -> Daemon:
+    # the cluster file is read before the state file is opened: a bad one must not leave a new state behind
+    given = read_cluster(a.cluster) if a.cluster else read_sinfo(a.slurm_nodes) if a.slurm_nodes else None
+    if given is None and not Path(a.state).exists():
+        raise InputError("command line", "--cluster", f"{a.state} is a new state file: give --cluster or --slurm-nodes")
     store = Store(a.state)
-    if store.cluster() is None:
-        if a.cluster:
-            cluster = read_cluster(a.cluster)
-        elif a.slurm_nodes:
-            cluster = read_sinfo(a.slurm_nodes)
-        else:
-            raise InputError("command line", "--cluster", f"{a.state} is a new state file: give --cluster or --slurm-nodes")
-        store.init_cluster(cluster, 0.0)
-    elif a.cluster or a.slurm_nodes:
-        given = read_cluster(a.cluster) if a.cluster else read_sinfo(a.slurm_nodes)
-        if given.to_dict() != store.cluster().to_dict():   # type: ignore[union-attr]
+    try:
+        kept = store.cluster()
+        if kept is None:
+            if given is None:
+                raise InputError("command line", "--cluster", f"{a.state} holds no cluster: give --cluster or "
+                                 "--slurm-nodes")
+            store.init_cluster(given, 0.0)
+        elif given is not None and given.to_dict() != kept.to_dict():
             raise InputError(a.cluster or a.slurm_nodes, "", f"differs from the cluster of {a.state} "
                              "(a state file keeps the cluster it was made with)")
+    except BaseException:
+        store.close()
+        raise
     log = a.log or f"{a.state}.decisions.jsonl"
     return Daemon(store, Planner(config), log, a.bindings_dir, a.namespace, sys.stdout if a.echo else None)
 
@@ -207,7 +213,7 @@ def register(sub: Any) -> None:
     p.add_argument("--cluster", help="cluster YAML (needed when the state file is new)")
     p.add_argument("--slurm-nodes", help="`sinfo --json` output (instead of --cluster)")
     p.add_argument("--spool", help="read events from *.json files in this directory instead of standard input")
-    p.add_argument("--poll", type=float, default=0.5, help="seconds between spool scans")
+    p.add_argument("--poll", type=A.number(Range(0, 3600, lo_open=True, unit="s")), default=0.5, help="seconds between spool scans")
     p.add_argument("--once", action="store_true", help="with --spool: process the files there, then exit")
     p.add_argument("--log", help="decision log, JSON lines (default: STATE.decisions.jsonl)")
     p.add_argument("--bindings-dir", help="write each decision's Kubernetes Bindings here as <seq>.json")

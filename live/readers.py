@@ -27,6 +27,9 @@ QUEUE_COLUMNS = ("name", "submit", "sizes", "model", "iterations", "comm_mb", "s
 RUNNING_COLUMNS = ("name", "submit", "start", "gpus", "remaining_s", "model", "iterations", "comm_mb", "steps",
                    "weight")
 WORK_PREFIX = "work_"
+#: GPUs of the largest cluster the live scheduler takes: its heuristics scan every GPU at each event, and
+#: beyond this size that scan alone can outlast a decision's time limit (docs/live.md, "Limits")
+MAX_LIVE_GPUS = 16_384
 _SPLIT = re.compile(r"[|; ]+")
 
 
@@ -251,6 +254,7 @@ def read_cluster(path: str | Path) -> ClusterSpec:
     if not isinstance(nodes_raw, list) or not nodes_raw:
         raise fail(d, "nodes", "expected a non-empty list of nodes")
     nodes, names = [], set()
+    total = 0
     for i, n in enumerate(nodes_raw):
         p = f"nodes[{i}]"
         if not isinstance(n, dict):
@@ -273,6 +277,10 @@ def read_cluster(path: str | Path) -> ClusterSpec:
             count = g.get("count", 1)
             if isinstance(count, bool) or not isinstance(count, int) or count < 1:
                 raise fail(g, f"{gp}.count", f"must be an integer >= 1, got {count!r}")
+            total += count
+            if total > MAX_LIVE_GPUS:
+                raise fail(g, f"{gp}.count", f"the cluster would have {total:,} GPUs or more; the live scheduler "
+                           f"decides within its time limit for clusters of up to {MAX_LIVE_GPUS:,}")
             sock = g.get("socket")
             if sock is not None and (isinstance(sock, bool) or not isinstance(sock, int) or sock < 0):
                 raise fail(g, f"{gp}.socket", f"must be an integer >= 0, got {sock!r}")

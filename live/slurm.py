@@ -32,7 +32,7 @@ from typing import Any, Mapping
 
 from jctlab.errors import InputError
 
-from .readers import Where, queued_job, running_job
+from .readers import MAX_LIVE_GPUS, Where, queued_job, running_job
 from .state import ClusterSpec, GpuSpec, NodeSpec, QueuedJob, RunningJob
 
 UNAVAILABLE = {"DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING", "FUTURE", "POWERED_DOWN",
@@ -115,6 +115,7 @@ def read_sinfo(path: str | Path, name: str | None = None) -> ClusterSpec:
     if not isinstance(rows, list):
         raise InputError(src, "sinfo", "expected a list of node records (`sinfo --json` output)")
     nodes: dict[str, NodeSpec] = {}
+    total_gpus = 0
     for i, row in enumerate(rows):
         if not isinstance(row, Mapping):
             raise InputError(src, f"sinfo[{i}]", "expected an object")
@@ -132,6 +133,9 @@ def read_sinfo(path: str | Path, name: str | None = None) -> ClusterSpec:
         try:
             for t, count, detail in parse_gres(total):
                 socks = _ranges(detail[2:]) if detail.startswith("S:") else []
+                if len(gpus) + count > MAX_LIVE_GPUS:
+                    raise InputError(src, f"sinfo[{i}].gres.total", f"more GPUs than the live scheduler takes "
+                                     f"in a whole cluster ({MAX_LIVE_GPUS:,})")
                 for _ in range(count):
                     gpus.append(GpuSpec(len(gpus), t, socks[0] if len(socks) == 1 else None))
         except ValueError:
@@ -141,6 +145,10 @@ def read_sinfo(path: str | Path, name: str | None = None) -> ClusterSpec:
         for n in names:
             if n not in nodes:   # a node in several partitions appears once per partition
                 nodes[n] = NodeSpec(n, tuple(gpus), float(cpus), float(mem_mb) / 1024.0)
+                total_gpus += len(gpus)
+                if total_gpus > MAX_LIVE_GPUS:
+                    raise InputError(src, f"sinfo[{i}]", f"the cluster has more GPUs than the live scheduler "
+                                     f"takes ({MAX_LIVE_GPUS:,})")
     if not nodes:
         raise InputError(src, "sinfo", "no available node with GPUs")
     return ClusterSpec(name or Path(src).stem, tuple(nodes.values()))

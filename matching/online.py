@@ -16,6 +16,7 @@ from typing import Iterable
 
 import numpy as np
 
+from jctlab.argtypes import Count, Fairness
 from jctlab.model import Instance
 from jctlab.resources import cpus_fit, node_demand, ps_placement, with_cpu_room
 from jctlab.simulate import Action, Start
@@ -113,5 +114,6 @@ class MatchingPolicy:
         return None
 
 
-def matching_policy(inst: Instance, seed: int = 0, **opts) -> MatchingPolicy:
-    return MatchingPolicy(inst, seed=seed, **opts)
+def matching_policy(inst: Instance, seed: int = 0, width: Count = 32, max_jobs: Count = 64, samples: Count = 0,
+                    fairness: Fairness = 0.0) -> MatchingPolicy:
+    return MatchingPolicy(inst, seed=seed, width=width, max_jobs=max_jobs, samples=samples, fairness=fairness)

@@ -12,7 +12,10 @@ preemptive formulations.preemptive_bound         (error) / preemptive_bound (``b
 ========== ===================================== ===================================================
 
 ``bnb`` (:mod:`formulations.offline_bnb`, small offline instances: exact branch and bound) gives a Result
-with status ``error`` and the reason on any instance it does not apply to.
+with status ``error`` and the reason on an offline instance it does not apply to (too many jobs or GPU
+subsets). A method asked for a problem class or objective it does not cover (:data:`COVERS`: ``brute``
+on a preemptive instance, ``bnb`` on a static or preemptive one or on ``makespan``) raises
+:class:`InputError` naming the instance's field, before anything is computed (exit 2 on the command line).
 
 Offline instances whose jobs fall into busy periods (the cluster can be idle before a later job arrives) are
 solved block by block with the same method (:mod:`oracle.blocks`: the bounds and schedules add up).
@@ -29,7 +32,8 @@ import importlib
 import time
 from typing import Any, Callable
 
-from jctlab.model import Instance, Schedule
+from jctlab.errors import InputError
+from jctlab.model import OBJECTIVES, PROBLEMS, Instance, Schedule
 from jctlab.result import Result
 
 from . import blocks
@@ -108,9 +112,28 @@ def _dispatch_whole(method: str, inst: Instance, time_limit: float | None, threa
                   {"time_limit": time_limit, "threads": threads, "seed": seed})
 
 
+#: (problem classes, objectives) each method covers
+COVERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "brute": (("static", "offline"), OBJECTIVES),
+    "bnb": (("offline",), ("mean_jct", "weighted_jct")),
+}
+
+
+def check_covers(name: str, inst: Instance) -> None:
+    """InputError (naming the instance and field) when method ``name`` does not cover ``inst``'s class or objective."""
+    problems, objectives = COVERS.get(name, (PROBLEMS, OBJECTIVES))
+    if inst.problem not in problems:
+        raise InputError(inst.name, "problem", f"method {name} covers {' and '.join(problems)} instances, "
+                         f"not {inst.problem}")
+    if inst.objective not in objectives:
+        raise InputError(inst.name, "objective", f"method {name} minimizes {' or '.join(objectives)}, "
+                         f"not {inst.objective}")
+
+
 def _method(name: str) -> Callable[..., Result]:
     def fn(inst: Instance, *, time_limit: float | None = None, threads: int = 1, seed: int = 0,
-           hint: Schedule | None = None, cache: Any = None, warm: bool = True) -> Result:
+           hint: Schedule | None = None, cache: str | bool | None = None, warm: bool = True) -> Result:
+        check_covers(name, inst)
         options = {} if warm else {"warm": False}
         return cached_call(cache, inst, name, dict(time_limit=time_limit, threads=threads, seed=seed, **options),
                            hint, lambda: _dispatch(name, inst, time_limit, threads, seed, hint, options))
@@ -133,8 +156,6 @@ METHODS = {"cpsat": cpsat, "milp": milp, "milp-cbc": milp_cbc, "brute": brute, "
 def solve(instance: Instance, method: str = "auto", time_limit: float | None = None, threads: int = 1,
           seed: int = 0, hint: Schedule | None = None, cache: Any = None, warm: bool = True) -> Result:
     """The oracle's front door: ``oracle.solve(instance, method="auto", ...) -> Result``."""
-    from jctlab.errors import InputError
-
     fn = METHODS.get(method)
     if fn is None:
         raise InputError("oracle.solve", "method", f"unknown method {method!r} (known: {', '.join(METHODS)})")

@@ -25,8 +25,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from jctlab.errors import InputError
 from jctlab.model import Instance, load_schedule, save_schedule, Schedule
-from jctlab.replay import replay
+from jctlab.replay import check_references, replay
 
 from .envs import SchedulingEnv
 from .observe import Decision, EnvConfig
@@ -55,26 +56,33 @@ def demonstrations(a: BCArgs, out: Path, progress: bool = True) -> list[tuple[In
     folder = out / "demos"
     folder.mkdir(parents=True, exist_ok=True)
     demos = []
-    for i in tqdm(range(a.instances), desc="oracle demonstrations", disable=not progress, leave=False):
-        seed = a.first_seed + i
-        assert seed < EVAL_SEED, "demonstrations come from training seeds"
-        inst = family(names[i % len(names)]).make(seed)
-        path = folder / f"{inst.name}.json"
-        skip = folder / f"{inst.name}.skip"
-        if skip.exists():
-            continue
-        if path.exists():
-            demos.append((inst, load_schedule(path)))
-            continue
-        r = oracle.solve(inst, "auto", time_limit=a.time_limit, threads=1, seed=0)
-        gap = (r.objective - r.lower_bound) / r.objective if r.schedule is not None and r.lower_bound else math.inf
-        ok = r.schedule is not None and (gap <= a.max_gap or math.isinf(a.max_gap))
-        if not ok:
-            skip.write_text(f"{r.status} {r.objective} {r.lower_bound}\n")
-            continue
-        sched = r.claimed_schedule()
-        save_schedule(sched, path)
-        demos.append((inst, sched))
+    # a with-block: the bar is cleared before an error (a bad demonstration file) is printed
+    with tqdm(range(a.instances), desc="oracle demonstrations", disable=not progress, leave=False) as bar:
+        for i in bar:
+            seed = a.first_seed + i
+            assert seed < EVAL_SEED, "demonstrations come from training seeds"
+            inst = family(names[i % len(names)]).make(seed)
+            path = folder / f"{inst.name}.json"
+            skip = folder / f"{inst.name}.skip"
+            if skip.exists():
+                continue
+            if path.exists():
+                sched = load_schedule(path)
+                check_references(inst, sched, str(path))
+                rep = replay(inst, sched)
+                if not rep.valid:
+                    raise InputError(str(path), "", f"not a valid schedule of {inst.name}: {rep.error}")
+                demos.append((inst, sched))
+                continue
+            r = oracle.solve(inst, "auto", time_limit=a.time_limit, threads=1, seed=0)
+            gap = (r.objective - r.lower_bound) / r.objective if r.schedule is not None and r.lower_bound else math.inf
+            ok = r.schedule is not None and (gap <= a.max_gap or math.isinf(a.max_gap))
+            if not ok:
+                skip.write_text(f"{r.status} {r.objective} {r.lower_bound}\n")
+                continue
+            sched = r.claimed_schedule()
+            save_schedule(sched, path)
+            demos.append((inst, sched))
     return demos
 
 

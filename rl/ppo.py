@@ -260,20 +260,21 @@ def train(a: Args, source=None, update_fn: Callable | None = None) -> Path:
                                    "ent", "kl", "wall_s"], append=update > 0)
     t0 = time.perf_counter()
     bar = tqdm(total=a.steps, initial=global_step, unit="step", desc=f"{a.policy} seed {a.seed}", leave=False)
-    while global_step < a.steps:
-        seeds = [int(np.random.default_rng([a.seed, update, i]).integers(2**31)) for i in range(a.num_envs)]
-        ro = collect(net, envs, min(a.rollout_steps, a.steps - global_step), seeds)
-        adv, ret = gae(ro.rewards, ro.values, ro.dones, a.gamma, a.gae_lambda)
-        stats = (update_fn or _ppo)(net, opt, ro, adv, ret, a, global_step)
-        update += 1
-        global_step += len(ro.actions)
-        bar.update(len(ro.actions))
-        log.row(update=update, global_step=global_step, episodes=len(ro.episode_returns),
-                mean_return=float(np.mean(ro.episode_returns)), mean_objective=float(np.nanmean(ro.episode_objectives)),
-                wall_s=round(time.perf_counter() - t0, 1), **stats)
-        if update % a.checkpoint_every == 0 or global_step >= a.steps:
-            save_checkpoint(ckpt, net, opt, a, cfg, update, global_step)
-    bar.close()
+    with bar:        # closed (cleared) on an error too, before its message is printed
+        while global_step < a.steps:
+            seeds = [int(np.random.default_rng([a.seed, update, i]).integers(2**31)) for i in range(a.num_envs)]
+            ro = collect(net, envs, min(a.rollout_steps, a.steps - global_step), seeds)
+            adv, ret = gae(ro.rewards, ro.values, ro.dones, a.gamma, a.gae_lambda)
+            stats = (update_fn or _ppo)(net, opt, ro, adv, ret, a, global_step)
+            update += 1
+            global_step += len(ro.actions)
+            bar.update(len(ro.actions))
+            log.row(update=update, global_step=global_step, episodes=len(ro.episode_returns),
+                    mean_return=float(np.mean(ro.episode_returns)),
+                    mean_objective=float(np.nanmean(ro.episode_objectives)),
+                    wall_s=round(time.perf_counter() - t0, 1), **stats)
+            if update % a.checkpoint_every == 0 or global_step >= a.steps:
+                save_checkpoint(ckpt, net, opt, a, cfg, update, global_step)
     final = out / "final.pt"
     save_checkpoint(final, net, None, a, cfg, update, global_step)
     return final

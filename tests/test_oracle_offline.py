@@ -1516,7 +1516,7 @@ def test_options_of_a_gpu_set_are_every_placement_priced_alone(seed):
     for j, job in enumerate(inst.jobs):
         for gids in ((inst.cluster.nodes[0].gpus[0].id,), tuple(g.id for g in inst.cluster.gpus[2:6])):
             want = []
-            for psn in oc._ps_choices(job, names):
+            for psn in oc._ps_choices(job, names, gids):
                 for c, m in job.level_choices:
                     alloc = Allocation(gids, psn, c, m)
                     try:

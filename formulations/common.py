@@ -35,7 +35,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from jctlab.model import Allocation, Claimed, Instance, Job, Schedule, Segment
 from jctlab.replay import replay
-from jctlab.result import Result
+from jctlab.result import Result, SolveStatus
 from jctlab.speed import SpeedError, allreduce_s, duration, ps_overhead_s
 
 #: relative gap under which a replayed objective and a proven bound count as equal ("zero gap" at the
@@ -942,16 +942,16 @@ def finish(inst: Instance, method: str, schedule: Schedule | None, bound: float 
     if bound is not None and not math.isfinite(bound):
         bound = None
     if schedule is None:
-        status = "error" if error is not None else ("infeasible" if infeasible else "timeout_no_solution")
-        return Result(None, None, bound if status != "infeasible" else None, status, runtime, solver, version, params)
+        status = SolveStatus.ERROR if error is not None else (SolveStatus.INFEASIBLE if infeasible else SolveStatus.TIMEOUT_NO_SOLUTION)
+        return Result(None, None, bound if status != SolveStatus.INFEASIBLE else None, status, runtime, solver, version, params)
     sched = Schedule(inst.name, method, schedule.segments)
     rep = replay(inst, sched)
     if not rep.valid:
         params["error"] = f"internal: decoded schedule is invalid: {rep.error}"
-        return Result(None, None, bound, "error", runtime, solver, version, params)
+        return Result(None, None, bound, SolveStatus.ERROR, runtime, solver, version, params)
     obj = float(rep.objective)  # type: ignore[arg-type]
     bound = checked_bound(bound, obj, params)
-    status = "optimal" if bound is not None and obj - bound <= GAP_TOL * abs(obj) else "feasible"
+    status = SolveStatus.OPTIMAL if bound is not None and obj - bound <= GAP_TOL * abs(obj) else SolveStatus.FEASIBLE
     return Result(sched, obj, bound, status, runtime, solver, version, params)
 
 

@@ -43,7 +43,7 @@ from ortools.sat.python import cp_model
 from jctlab.errors import InputError
 from jctlab.model import Instance, Schedule
 from jctlab.replay import replay
-from jctlab.result import Result
+from jctlab.result import Result, SolveStatus
 from jctlab.speed import duration
 
 from . import offline_candidates as oc
@@ -905,10 +905,10 @@ def finish(inst: Instance, best, lb: float, t0: float, solver: str, version: str
     runtime = time.perf_counter() - t0
     sched, rep = best
     if sched is None:
-        return Result(None, None, lb, "timeout_no_solution", runtime, solver, version, params)
+        return Result(None, None, lb, SolveStatus.TIMEOUT_NO_SOLUTION, runtime, solver, version, params)
     obj = rep.objective
     lb = checked_bound(lb, obj, params)
-    status = "optimal" if lb is not None and obj - lb <= OPT_RTOL * max(abs(obj), 1e-12) else "feasible"
+    status = SolveStatus.OPTIMAL if lb is not None and obj - lb <= OPT_RTOL * max(abs(obj), 1e-12) else SolveStatus.FEASIBLE
     sched = sched.__class__(sched.instance, solver, sched.segments, None, sched.extra)
     return Result(sched, obj, lb, status, runtime, solver, version, params)
 
@@ -1123,7 +1123,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     concrete, complete = oc.concrete_options(inst, deadline=oc.setup_deadline(t0, time_limit))
     bad = oc.job_infeasible(inst, concrete, complete)
     if bad is not None:
-        return Result(None, None, None, "infeasible", time.perf_counter() - t0, SOLVER, ver,
+        return Result(None, None, None, SolveStatus.INFEASIBLE, time.perf_counter() - t0, SOLVER, ver,
                       {**params, "reason": f"job {inst.jobs[bad].name} fits no allocation"})
     lb = oc.trivial_bound(inst)
     best = oc.greedy(inst, SOLVER, oc.greedy_deadline(t0, time_limit)) if warm else (None, None)

@@ -36,7 +36,7 @@ import pulp
 
 from jctlab.model import Instance, Schedule
 from jctlab.replay import replay
-from jctlab.result import Result
+from jctlab.result import Result, SolveStatus
 
 from . import offline_candidates as oc
 from . import offline_cpsat, offline_symmetry
@@ -270,7 +270,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     concrete, complete = oc.concrete_options(inst, deadline=oc.setup_deadline(t0, time_limit))
     bad = oc.job_infeasible(inst, concrete, complete)
     if bad is not None:
-        return Result(None, None, None, "infeasible", time.perf_counter() - t0, solver, pulp.__version__,
+        return Result(None, None, None, SolveStatus.INFEASIBLE, time.perf_counter() - t0, solver, pulp.__version__,
                       {**params, "reason": f"job {inst.jobs[bad].name} fits no allocation"})
     lb = oc.trivial_bound(inst)
     best = oc.greedy(inst, solver, oc.greedy_deadline(t0, time_limit)) if warm else (None, None)

@@ -57,7 +57,7 @@ from scipy.optimize import linprog
 from scipy.sparse import coo_matrix
 
 from jctlab.model import Instance, Schedule
-from jctlab.result import Result
+from jctlab.result import Result, SolveStatus
 
 from . import offline_candidates as oc
 
@@ -346,7 +346,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         if s is not None:
             sched, obj = s.__class__(s.instance, "preemptive-bound", s.segments, None, s.extra), r.objective
             lb = min(lb, obj)
-    status = "bound_only" if math.isfinite(lb) else "infeasible"
-    return Result(sched if status == "bound_only" else None, obj if status == "bound_only" else None,
+    status = SolveStatus.BOUND_ONLY if math.isfinite(lb) else SolveStatus.INFEASIBLE
+    return Result(sched if status == SolveStatus.BOUND_ONLY else None, obj if status == SolveStatus.BOUND_ONLY else None,
                   lb if math.isfinite(lb) else None, status, time.perf_counter() - t0, "preemptive-lp",
                   "", {"time_limit": time_limit, "threads": threads})

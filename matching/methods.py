@@ -23,7 +23,7 @@ import numpy as np
 from jctlab.errors import InputError
 from jctlab.model import Allocation, Instance, Schedule, Segment
 from jctlab.replay import replay
-from jctlab.result import Result
+from jctlab.result import Result, SolveStatus
 
 from .categories import Menu, build_menu, realize
 from .exhaustive import dp_optimum
@@ -70,14 +70,14 @@ def finish(inst: Instance, method: str, allocs_by_job: dict[int, Allocation], t0
     sched = schedule_of(inst, method, allocs_by_job)
     rep = replay(inst, sched, with_metrics=False)
     if not rep.valid:  # a bug of ours: say so rather than claim anything
-        return Result(None, None, lower_bound, "error", time.perf_counter() - t0, solver, VERSION,
+        return Result(None, None, lower_bound, SolveStatus.ERROR, time.perf_counter() - t0, solver, VERSION,
                       dict(params, error=rep.error))
     obj = float(rep.objective)
     if lower_bound is not None and lower_bound > obj:
         lower_bound = obj                         # float noise only: the bound is ≤ obj by construction
-    status = "feasible"
+    status = SolveStatus.FEASIBLE
     if exact and lower_bound is not None and obj <= lower_bound * (1 + 1e-9) + 1e-9:
-        status = "optimal"
+        status = SolveStatus.OPTIMAL
     return Result(sched, obj, lower_bound, status, time.perf_counter() - t0, solver, VERSION, params)
 
 
@@ -89,7 +89,7 @@ def _realize(inst: Instance, menu: Menu, choice) -> tuple[dict[int, Allocation],
 def market_failure(e: Exception, t0: float, solver: str) -> Result:
     """The Result when the type market fails: ``infeasible`` with its counting proof (ValueError),
     ``error`` when prices diverged (RuntimeError: no placement found, no proof either way)."""
-    status = "infeasible" if isinstance(e, ValueError) else "error"
+    status = SolveStatus.INFEASIBLE if isinstance(e, ValueError) else SolveStatus.ERROR
     return Result(None, None, None, status, time.perf_counter() - t0, solver, VERSION, {"error": str(e)})
 
 
@@ -123,10 +123,10 @@ def exhaustive(inst: Instance, *, time_limit: float | None = None, threads: int 
     try:
         choice, value = dp_optimum(menu, deadline=deadline)
     except (TimeoutError, MemoryError) as e:
-        return Result(None, None, None, "timeout_no_solution", time.perf_counter() - t0, "matching/exhaustive-dp",
+        return Result(None, None, None, SolveStatus.TIMEOUT_NO_SOLUTION, time.perf_counter() - t0, "matching/exhaustive-dp",
                       VERSION, {"error": str(e)})
     if choice is None:
-        return Result(None, None, None, "infeasible", time.perf_counter() - t0, "matching/exhaustive-dp", VERSION, {})
+        return Result(None, None, None, SolveStatus.INFEASIBLE, time.perf_counter() - t0, "matching/exhaustive-dp", VERSION, {})
     allocs, ok = _realize(inst, menu, choice)
     valid = bound_valid(inst)
     lb = value / menu.J if valid else None
@@ -215,7 +215,7 @@ def unaware(inst: Instance, *, time_limit: float | None = None, threads: int = 1
         a = max(range(J), key=lambda i: (sizes[i], -i))
         smaller = [n for n in inst.jobs[a].sizes if n < sizes[a]]
         if not smaller:
-            return Result(None, None, None, "infeasible", time.perf_counter() - t0, "matching/unaware", VERSION, {})
+            return Result(None, None, None, SolveStatus.INFEASIBLE, time.perf_counter() - t0, "matching/unaware", VERSION, {})
         sizes[a] = max(smaller)
     free = {n.name: [g.id for g in n.gpus] for n in cl.nodes}
     allocs: dict[int, Allocation] = {}
@@ -225,7 +225,7 @@ def unaware(inst: Instance, *, time_limit: float | None = None, threads: int = 1
         node = next((nm for nm, ids in ok.items() if len(ids) >= n), None)
         gpus = ok[node][:n] if node is not None else [g for ids in ok.values() for g in ids][:n]
         if len(gpus) < n:
-            return Result(None, None, None, "infeasible", time.perf_counter() - t0, "matching/unaware", VERSION, {})
+            return Result(None, None, None, SolveStatus.INFEASIBLE, time.perf_counter() - t0, "matching/unaware", VERSION, {})
         for g in gpus:
             free[cl.gpu[g].node].remove(g)
         allocs[i] = Allocation(tuple(gpus), ((cl.gpu[gpus[0]].node,) if job.ps is not None else ()))

@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 
 from jctlab.model import Instance, Schedule
 from jctlab.replay import replay
-from jctlab.result import Result
+from jctlab.result import Result, SolveStatus
 
 #: the methods that solve an offline instance block by block (``brute`` stays whole: it is the reference)
 METHODS = ("cpsat", "milp", "milp-cbc", "bnb", "auto")
@@ -99,10 +99,10 @@ def solve(method: str, inst: Instance, parts: Sequence[Sequence[int]], witness: 
     main = max(results, key=lambda r: r.runtime_s)
     params: dict[str, Any] = {"time_limit": time_limit, "threads": threads, "seed": seed, "blocks": info}
     for g, r in enumerate(results):
-        if r.status == "error":
+        if r.status == SolveStatus.ERROR:
             return finish(inst, method, None, None, t0, main.solver, main.version, params,
                           error=f"block {g} ({len(parts[g])} jobs): {r.params.get('error', 'error')}")
-        if r.status == "infeasible":
+        if r.status == SolveStatus.INFEASIBLE:
             return finish(inst, method, None, None, t0, main.solver, main.version, params, infeasible=True)
 
     bound: float | None = 0.0

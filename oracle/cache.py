@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from jctlab.model import Instance, Schedule
 from jctlab.replay import replay
-from jctlab.result import Result
+from jctlab.result import Result, SolveStatus
 
 CACHE_VERSION = 1
 TIMEOUT_S = 60.0
@@ -162,6 +162,6 @@ def cached_call(cache: Any, inst: Instance, method: str, params: dict[str, Any],
     if hit is not None:
         return hit.with_(params={**hit.params, "cache": "hit"})
     r = compute()
-    if r.status != "error":
+    if r.status != SolveStatus.ERROR:
         c.put(inst, key, method, r)
     return r

@@ -30,14 +30,14 @@ import time
 from typing import Any, Callable
 
 from jctlab.model import Instance, Schedule
-from jctlab.result import Result
+from jctlab.result import Result, SolveStatus
 
 from . import blocks
 from .cache import cached_call
 
 
 def _error(method: str, message: str, t0: float) -> Result:
-    return Result(None, None, None, "error", time.perf_counter() - t0, method, "", {"error": message})
+    return Result(None, None, None, SolveStatus.ERROR, time.perf_counter() - t0, method, "", {"error": message})
 
 
 def _module(name: str, method: str, t0: float) -> tuple[Any, Result | None]:
@@ -104,7 +104,7 @@ def _dispatch_whole(method: str, inst: Instance, time_limit: float | None, threa
     if err is not None:
         return err
     lb = mod.lower_bound(inst, time_limit, threads)
-    return Result(None, None, float(lb), "bound_only", time.perf_counter() - t0, f"preemptive-bound/{method}", "",
+    return Result(None, None, float(lb), SolveStatus.BOUND_ONLY, time.perf_counter() - t0, f"preemptive-bound/{method}", "",
                   {"time_limit": time_limit, "threads": threads, "seed": seed})
 
 

@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from jctlab.model import Instance, Schedule
-from jctlab.result import Result
+from jctlab.result import Result, SolveStatus
 
 MEMBERS = ("cpsat", "milp")
 CPSAT_SHARE = 0.6
@@ -181,7 +181,7 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
             return finish(inst, "auto", run.schedule, run.lower_bound, t0, "auto", "",
                           {"members": ["bnb"], "time_limit": time_limit, "threads": threads, "seed": seed,
                            "versions": solver_versions(), "member_status": {run.solver: run.status}},
-                          infeasible=run.status == "infeasible", error=run.params.get("error"))
+                          infeasible=run.status == SolveStatus.INFEASIBLE, error=run.params.get("error"))
         search = run
         r = run.result()
         if r.schedule is not None and (hint is None or _better_than_hint(inst, r, hint)):
@@ -238,7 +238,7 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
                 if r is None:
                     continue
                 results.append(r)
-                if r.status in ("optimal", "infeasible"):
+                if r.status.proven:
                     params["stopped_early"] = r.solver  # the other member cannot improve on a proof
                     break
         finally:
@@ -261,11 +261,11 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
             tl = None if left == float("inf") else max(0.05, left * share if k == 0 else left)
             r = _member(m, inst, tl, threads, seed, hint, warm)
             results.append(r)
-            if r.status in ("optimal", "infeasible"):
+            if r.status.proven:
                 break
             if r.schedule is not None and (hint is None or _better_than_hint(inst, r, hint)):
                 hint = r.schedule
-    if search is not None and not any(r.status in ("optimal", "infeasible") for r in results):
+    if search is not None and not any(r.status.proven for r in results):
         for r in results:
             search.tighten(r.schedule)
         left = Deadline(time_limit, t0).left()
@@ -283,14 +283,14 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
         v = replay_objective(inst, hint)
         if v is not None and (best_obj is None or v < best_obj):
             best_sched, best_obj = hint, v
-    infeasible = any(r.status == "infeasible" for r in results)
+    infeasible = any(r.status == SolveStatus.INFEASIBLE for r in results)
     bounds = [r.lower_bound for r in results if r.lower_bound is not None]
     if pre_lb is not None and not infeasible:
         bounds.append(pre_lb)       # the queue test's LP: a bound even where no member returned one
     if best_obj is not None:    # a member's bound above another member's replayed schedule is a wrong proof
         bounds = [b for b in bounds if checked_bound(b, best_obj, params) is not None]
     bound = max(bounds) if bounds else None
-    errors = [r.params.get("error") for r in results if r.status == "error"]
+    errors = [r.params.get("error") for r in results if r.status == SolveStatus.ERROR]
     if best_sched is None and not infeasible and results and len(errors) == len(results):
         return finish(inst, "auto", None, None, t0, "auto", "", params, error="; ".join(map(str, errors)))
     return finish(inst, "auto", best_sched, bound, t0, "auto", "", params, infeasible=infeasible)

@@ -24,7 +24,7 @@ import numpy as np
 
 from jctlab.errors import InputError
 from jctlab.model import Schedule
-from jctlab.result import Result
+from jctlab.result import Result, SolveStatus
 from matching.methods import (VERSION, _realize, check_static, finish, market_choice, market_failure,
                               meets_bound, objective_menu, price_bound)
 from matching.search import beam as beam_fn
@@ -164,7 +164,7 @@ def sampling(inst, *, time_limit: float | None = None, threads: int = 1, seed: i
     else:
         best, stats = sample_best(menu, lam, samples, seed, fairness, sampler, temperature, width, ref, deadline)
     if best is None:
-        return Result(None, None, None, "timeout_no_solution", time.perf_counter() - t0, "samplers/sampling",
+        return Result(None, None, None, SolveStatus.TIMEOUT_NO_SOLUTION, time.perf_counter() - t0, "samplers/sampling",
                       VERSION, stats)
     if polish and not (fairness <= 0 and meets_bound(menu, best, lb_sum)):
         best = polish_fn(menu, best, fairness=fairness, ref=ref, **(dict(rounds=1, top=3, sweeps=pair_sweeps) if fast else {}))

@@ -565,10 +565,6 @@ def enumerate_candidates(inst: Instance, node_cap: int = NODE_CAP, spread_cap: i
     return CandidateSet(classes, tuple(per_job), complete, time.perf_counter() - t0)
 
 
-#: before the reduced solve: rounds of expanding near-LP-optimal relaxed families, and their size cap
-PRE_EXPAND_ROUNDS = 0  # (off: expanding up front blew some models up; kept for experiments)
-PRE_EXPAND_CAP = 5000
-
 #: share of the time limit that candidate enumeration may take before it falls back to relaxed families
 ENUM_SHARE = 0.4
 
@@ -1114,25 +1110,6 @@ def solve_static(inst: Instance, method: str, backend: Any, *, time_limit: float
         params["heuristic_s"] = round(time.perf_counter() - th, 3)
     params["heuristic_objective"] = None if incumbent is None else incumbent.objective
     expanded = 0
-    if reduce and not model.makespan and len(model.cols) > REDUCE_MIN and cset.relaxed and cset.complete:
-        # relaxed families that are (near) LP-optimal are likely picked by the model and then need a
-        # repair or another round: expand them up front while that is cheap
-        for _ in range(PRE_EXPAND_ROUNDS):
-            if time_limit is not None and dl.left() < 0.6 * time_limit:
-                break
-            lp = lp_reduced_costs(model, dl)
-            if lp is None:
-                break
-            lb0, rc0 = lp
-            near = [model.cols[i] for i in range(len(model.cols))
-                    if not model.cols[i].exact and rc0[i] <= 1e-4 * abs(lb0)]
-            cset2, done = expand_families(inst, cset, near, cap=PRE_EXPAND_CAP)
-            if not done:
-                break
-            expanded += done
-            cset = cset2
-            model = build_packing(inst, cset)
-        params["pre_expand_s"] = round(time.perf_counter() - t0, 3)
     bound = trivial
     best = incumbent
     for it in range(MAX_EXPAND_ROUNDS + 1):

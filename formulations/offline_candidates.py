@@ -169,16 +169,12 @@ def capacities(inst: Instance) -> dict:
         cap[("mem", nd.name)] = nd.mem_gb
         for g in nd.gpus:
             cap[("g", g.id)] = 1
-    for T in node_subsets(inst):
-        cap[("set", T)] = sum(len(cl.node[v].gpus) for v in T)
-    if GROUP_PATTERNS:
-        for T in node_groups(inst):
-            if len(T) >= 2:
-                cap[("set", T)] = sum(len(cl.node[v].gpus) for v in T)
+    for T in node_groups(inst):
+        if len(T) >= 2:
+            cap[("set", T)] = sum(len(cl.node[v].gpus) for v in T)
     return cap
 
 
-GROUP_PATTERNS = True   # spread classes split by GPU count per node group (see spread_pattern_options)
 PATTERN_LIMIT = 64      # most patterns per job and size; beyond it the single ("spread", n) class
 
 
@@ -209,7 +205,7 @@ def spread_pattern_options(inst: Instance, j: int, n: int) -> list[Option] | Non
       c_g − Σ_{w∈g∖v} min(n − 1, h_w) when positive.
 
     So a model with these options instead of the single ``("spread", n)`` class is still a relaxation
-    of the offline class (the mapping of :func:`hybrid_options` with the pattern instead of the class),
+    of the offline class (the mapping of :func:`hybrid_node_options` with the pattern instead of the class),
     and tighter: a spread job can no longer use the count of fast GPUs it does not hold.
     """
     cl = inst.cluster
@@ -260,83 +256,16 @@ def spread_pattern_options(inst: Instance, j: int, n: int) -> list[Option] | Non
     return out
 
 
-SPREAD_SUPPORTS = False   # off by default: at 5 s CP-SAT got worse incumbents on 8x6/16x10 (docs)
-SUPPORT_NODES = 5   # spread supports (node sets) are enumerated on clusters of at most this many nodes
-
-
-def node_subsets(inst: Instance, max_nodes: int = SUPPORT_NODES) -> list[tuple[str, ...]]:
-    """Node sets T (2 ≤ |T| < #nodes) with a GPU-count cumulative ``("set", T)``: every such set when
-    the cluster has ≤ ``max_nodes`` nodes, else the groups of single-type nodes of one GPU type.
-    Capacity: the GPUs of T; demand: a job's GPUs on T (a proven lower bound for relaxed spread
-    options). None unless :func:`use_supports`. Implied by the per-node constraints for concrete and single-node options; with spread
-    supports they carry what a spread job takes from a group of nodes."""
-    names = [nd.name for nd in inst.cluster.nodes]
-    k = len(names)
-    if not use_supports(inst):
-        return []
-    if k <= max_nodes:
-        return [T for size in range(2, k) for T in itertools.combinations(names, size)]
-    by: dict[str, list[str]] = {}
-    for nd in inst.cluster.nodes:
-        ts = {g.type for g in nd.gpus}
-        if len(ts) == 1:
-            by.setdefault(next(iter(ts)), []).append(nd.name)
-    return [tuple(v) for v in by.values() if 2 <= len(v) < k]
-
-
-def use_supports(inst: Instance) -> bool:
-    """Spread supports pay off when some job size exceeds every node (it must spread). Otherwise the
-    extra options slowed CP-SAT's incumbents on 30 jobs / 32 GPUs with equal bounds (measured, see
-    docs/oracle-offline.md), so the single ``("spread", n)`` class is kept (still valid)."""
-    if not SPREAD_SUPPORTS:
-        return False
-    big = max(len(nd.gpus) for nd in inst.cluster.nodes)
-    return any(n > big for job in inst.jobs for n in job.sizes)
-
-
-def spread_options(inst: Instance, j: int, n: int, max_nodes: int = SUPPORT_NODES) -> list[Option]:
-    """Relaxed options for ``n`` GPUs over ≥ 2 nodes.
-
-    On clusters of ≤ ``max_nodes`` nodes where :func:`use_supports`, one option per *support* S (the exact node set used),
-    class ``("spread", n, S)``: duration :func:`spread_lb` over S's GPUs only; demands: n on the cluster
-    and on every node set T ⊇ S, and on any T the proven minimum
-    max(|S ∩ T|, n − Σ_{w ∈ S∖T} min(n − 1, h_w)) (every node of S holds ≥ 1 GPU, a node holds ≤ n − 1
-    of a spread job, h_w = hostable GPUs of w). Every spread allocation is the option of its support
-    with no larger duration or demand, so a model over them is still a relaxation. Larger clusters:
-    the single class ``("spread", n)`` holding n cluster GPUs (and the set demands implied by the
-    same rule with S = all nodes).
-    """
-    cl = inst.cluster
-    job = inst.jobs[j]
-    h = {nd.name: sum(1 for g in nd.gpus if job.can_use(g.type)) for nd in cl.nodes}
-    hn = [v for v in h if h[v] > 0]
-    subsets = node_subsets(inst, max_nodes)
-    out = []
-    if len(cl.nodes) <= max_nodes and use_supports(inst):
-        supports = [S for size in range(2, min(n, len(hn)) + 1) for S in itertools.combinations(hn, size)
-                    if sum(min(n - 1, h[v]) for v in S) >= n]
-    else:
-        supports = [None]
-        if GROUP_PATTERNS:
-            pats = spread_pattern_options(inst, j, n)
-            if pats is not None:
-                return pats
-    for S in supports:
-        d = spread_lb(inst, job, n, None if S is None else set(S))
-        if d is None:
-            continue
-        SS = set(hn) if S is None else set(S)
-        dem: dict = {("all",): n}
-        if S is not None:
-            for v in S:
-                dem[("n", v)] = max(1, n - sum(min(n - 1, h[w]) for w in S if w != v))
-        for T in subsets:
-            lo = n - sum(min(n - 1, h[w]) for w in SS - set(T))
-            lo = max(lo, len(SS & set(T)) if S is not None else 0)
-            if lo > 0:
-                dem[("set", T)] = lo
-        out.append(Option(j, d, dem, cls=("spread", n) if S is None else ("spread", n, S)))
-    return out
+def spread_options(inst: Instance, j: int, n: int) -> list[Option]:
+    """Relaxed options for ``n`` GPUs over ≥ 2 nodes: one per group pattern
+    (:func:`spread_pattern_options`), or, where there are more than ``PATTERN_LIMIT`` of those, the single
+    class ``("spread", n)`` holding ``n`` cluster GPUs with the duration :func:`spread_lb` (every spread
+    allocation maps onto it with no larger duration or demand)."""
+    pats = spread_pattern_options(inst, j, n)
+    if pats is not None:
+        return pats
+    d = spread_lb(inst, inst.jobs[j], n)
+    return [] if d is None else [Option(j, d, {("all",): n}, cls=("spread", n))]
 
 
 def fits_alone(demand: dict, cap: dict) -> bool:
@@ -518,7 +447,7 @@ def _fastest_sets(inst: Instance, job: Job, sets: set[tuple[str, ...]]) -> set[t
 
 def node_complete_options(inst: Instance, limit: int = 20000) -> list[list[Option]] | None:
     """Every single-node allocation as a concrete option, plus relaxed spread classes (:func:`_node_complete_options`)."""
-    opts = _memo(inst, ("node-complete", limit, SPREAD_SUPPORTS), lambda: _node_complete_options(inst, limit))
+    opts = _memo(inst, ("node-complete", limit), lambda: _node_complete_options(inst, limit))
     return None if opts is None else _lists(opts)
 
 
@@ -552,27 +481,13 @@ def _node_complete_options(inst: Instance, limit: int) -> list[list[Option]] | N
     return out
 
 
-def hybrid_options(mixed: list[list[Option]], classes: list[list[Option]], exact: set[int]) -> list[list[Option]]:
-    """Jobs in ``exact`` keep their node-exact options (:func:`node_complete_options`: every
-    single-node GPU set, spread relaxed); the others their relaxed classes (:func:`class_options`).
-
-    Still a relaxation of the offline class: map every job of an offline schedule onto its own
-    single-node allocation (``exact`` jobs), or onto its class with a duration and a demand that
-    are no larger (other jobs; spread ones always); per-GPU no-overlap only involves concrete
-    options, per-node and cluster counts hold for every option. So the optimum of the rounded model
-    (and CP-SAT's proven bound on it) bounds the offline optimum; it is at least the class-model
-    optimum (every exact option maps onto its class) and tightens where variability matters.
-    """
-    return [m if j in exact else c for j, (m, c) in enumerate(zip(mixed, classes))]
-
-
 def hybrid_node_options(mixed: list[list[Option]], classes: list[list[Option]], exact: set[int],
                         exact_nodes: set[tuple[int, str]]) -> list[list[Option]]:
     """Per-node lazy variability: jobs in ``exact`` keep every node-exact option; a job j with pairs
     (j, v) in ``exact_nodes`` gets every single-node GPU set on those nodes v (from ``mixed``) instead
     of its classes ``("node", v, n)`` there, and keeps its other classes (other nodes, spread).
 
-    Relaxation (as :func:`hybrid_options`): an allocation of j on a single node v maps onto its own
+    Relaxation: an allocation of j on a single node v maps onto its own
     concrete option when (j, v) is exact (``mixed`` holds every single-node allocation, up to
     dominance: same GPU set, no slower, holding no more), otherwise onto the class ("node", v, n),
     whose duration and demands are no larger; spread allocations onto their spread class. Per-GPU
@@ -600,25 +515,13 @@ def _single_node(alloc: Allocation) -> str | None:
     return next(iter(nodes)) if len(nodes) == 1 else None
 
 
-def spread_node_caps(inst: Instance, job: Job, n: int) -> dict[str, int]:
-    """Per node, the most GPUs a spread allocation of ``n`` GPUs can take there (hostable, ≤ n − 1)."""
-    out = {}
-    for nd in inst.cluster.nodes:
-        h = sum(1 for g in nd.gpus if job.can_use(g.type))
-        out[nd.name] = min(n - 1, h)
-    return out
-
-
-def mixed_chooser(chosen: dict[int, Option], patterns: dict[int, dict[str, int]] | None = None,
-                  ps_side: bool = False, ps_free: set[int] | frozenset = frozenset(), levels: bool = True) -> Callable:
+def mixed_chooser(chosen: dict[int, Option], ps_side: bool = False, ps_free: set[int] | frozenset = frozenset(),
+                  levels: bool = True) -> Callable:
     """Concrete options keep their allocation; relaxed ones pick the fastest free set of their class.
 
-    ``patterns`` (job → {node: GPU count}) makes a spread job take exactly that many GPUs per node
-    (its fastest free ones there), as the model with per-node spread counts decided. ``ps_side``: a
-    PS job's node class keeps its parameter servers on the class's node (and their count) or off it, as the
-    model chose. ``levels``: a class split by CPU/memory level runs at the model's level (else the fastest
-    that fits).
-    ``ps_free``: concrete jobs whose PS placement is free (:func:`fixed_chooser`).
+    ``ps_side``: a PS job's node class keeps its parameter servers on the class's node (and their count) or
+    off it, as the model chose. ``levels``: a class split by CPU/memory level runs at the model's level (else
+    the fastest that fits). ``ps_free``: concrete jobs whose PS placement is free (:func:`fixed_chooser`).
     """
     fixed = fixed_chooser({j: o.alloc for j, o in chosen.items() if o.alloc is not None}, ps_free)
     rel = class_chooser({j: o.cls for j, o in chosen.items() if o.alloc is None},
@@ -626,13 +529,10 @@ def mixed_chooser(chosen: dict[int, Option], patterns: dict[int, dict[str, int]]
                         if ps_side else None,
                         {j: o.level for j, o in chosen.items() if o.alloc is None and o.level is not None}
                         if levels else None)
-    pat = pattern_chooser(patterns or {}, rel)
 
     def choose(inst, j, free, cpu, mem):
         if chosen[j].alloc is not None:
             return fixed(inst, j, free, cpu, mem)
-        if patterns and j in patterns:
-            return pat(inst, j, free, cpu, mem)
         return rel(inst, j, free, cpu, mem)
 
     return choose
@@ -654,34 +554,6 @@ def allocations_on(inst: Instance, job: Job, gids: tuple[str, ...]) -> list[tupl
                 pass
     res.sort(key=lambda x: x[1])
     return res
-
-
-def pattern_chooser(patterns: dict[int, dict[str, int]], fallback: Callable) -> Callable:
-    """The fastest free GPUs per node in the job's count pattern, with its fastest PS/level choice that
-    fits; ``fallback`` once the whole cluster is idle and the pattern still does not fit."""
-
-    def choose(inst, j, free, cpu, mem):
-        cl = inst.cluster
-        job = inst.jobs[j]
-        gids: list[str] = []
-        for node, c in patterns[j].items():
-            if c <= 0:
-                continue
-            gl = [cl.gpu[g] for g in free[node] if job.can_use(cl.gpu[g].type)]
-            if len(gl) < c:
-                gids = []
-                break
-            gl.sort(key=lambda g: (-rho(job, g), g.index))
-            gids += [g.id for g in gl[:c]]
-        best = None
-        if gids:
-            best = next(((a, d) for a, d in allocations_on(inst, job, tuple(gids))
-                         if _fits_now(inst, demand_of(inst, job, a), free, cpu, mem)), None)
-        if best is None and sum(len(s) for s in free.values()) == len(cl.gpus):
-            return fallback(inst, j, free, cpu, mem)
-        return None if best is None else best[0]
-
-    return choose
 
 
 def _restricted_sets(inst: Instance, job: Job, hs: list) -> set[tuple[str, ...]]:
@@ -760,11 +632,10 @@ def single_node_lb(inst: Instance, job: Job, node: str, n: int, ps: int | None =
     return job.iterations * min(cand) / (max_speedup(job) if level is None else level_speedup(job, level))
 
 
-def spread_lb(inst: Instance, job: Job, n: int, nodes: set | None = None) -> float | None:
-    """Lower bound on the duration of every allocation of ``n`` GPUs over two or more nodes
-    (of ``nodes`` only, when given: the bound then uses only those nodes' GPUs)."""
+def spread_lb(inst: Instance, job: Job, n: int) -> float | None:
+    """Lower bound on the duration of every allocation of ``n`` GPUs over two or more nodes."""
     cl = inst.cluster
-    hs = [g for g in hostable(inst, job) if nodes is None or g.node in nodes]
+    hs = hostable(inst, job)
     if n < 2 or len(hs) < n or len({g.node for g in hs}) < 2:
         return None
     rh = sorted((rho(job, g) for g in hs), reverse=True)[:n]
@@ -798,7 +669,7 @@ def class_options(inst: Instance, levels: bool = False) -> list[list[Option]]:
     (:func:`class_levels`), with that level's speed and CPUs/memory; else one option with the fastest
     level that fits the node and the least CPUs/memory of those (a coarser relaxation, CP-SAT proves it
     faster)."""
-    return _lists(_memo(inst, ("classes", SPREAD_SUPPORTS, levels), lambda: _class_options(inst, levels)))
+    return _lists(_memo(inst, ("classes", levels), lambda: _class_options(inst, levels)))
 
 
 def _merge_levels(opts: list[Option]) -> list[Option]:

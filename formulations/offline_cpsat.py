@@ -6,10 +6,10 @@ Two models over the option structure of :mod:`formulations.offline_candidates`:
   the job's start; no-overlap per GPU; redundant GPU-count cumulatives per node and for the
   cluster; CPU/memory cumulatives per node where an option can hold more than the fair share.
   When the option enumeration is complete its bound is a bound of the offline class.
-* **hybrid models** (lazy variability, :func:`offline_candidates.hybrid_options`): some jobs with
-  every single-node GPU set (exact durations), the others with their relaxed classes; a relaxation
-  too (proof in that function), tighter where the class model gives jobs GPUs they cannot all get;
-  by default per node (:func:`offline_candidates.hybrid_node_options`: exact on chosen nodes only).
+* **hybrid models** (lazy variability, :func:`offline_candidates.hybrid_node_options`): some jobs with
+  every single-node GPU set on chosen nodes (exact durations), their relaxed classes elsewhere; a
+  relaxation too (proof in that function), tighter where the class model gives jobs GPUs they cannot all
+  get.
 * **relaxed model** (classes "n GPUs on node v" / "n GPUs spread"): durations are lower bounds over
   every allocation of the class (best GPUs under variability, best cpu_mem level, smallest PS
   overhead, no locality penalty on one node); per-node and cluster GPU-count cumulatives. Every
@@ -144,11 +144,10 @@ def _int_weights(inst: Instance) -> tuple[list[int], int]:
 
 
 def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set, *, time_limit, threads, seed,
-                    hint: dict | None = None, unit: float | None = None, spread_counts: bool = False,
-                    set_cumulatives: bool = True, hint_patterns: dict | None = None,
+                    hint: dict | None = None, unit: float | None = None,
                     sat_params: dict | None = None, aggregate: bool = True, semi_active: bool = True,
                     twins: bool = False, latest_end: dict | None = None, hint_gpus: dict | None = None):
-    """Solve the option model. Returns dict(status, bound (objective units), choice, start, patterns, twins).
+    """Solve the option model. Returns dict(status, bound (objective units), choice, start, twins, gpus).
 
     ``twins``: identical nodes are ordered by their first job and the hint is mirrored to match
     (:mod:`formulations.offline_symmetry`). Only for models that relax the whole instance (class, hybrid,
@@ -169,15 +168,9 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
     13 s in follow-up 6, without it the bound stuck 22 % lower after 60 s; that model now needs the
     core-based workers, :func:`core_params`; docs/oracle-offline.md, follow-ups 6 and 10).
 
-    ``spread_counts``: a relaxed ``("spread", n)`` option gets integer GPU counts c_v per node
-    (0 ≤ c_v ≤ min(n − 1, hostable on v), Σ_v c_v = n when chosen) that enter the per-node GPU-count
-    cumulatives as variable demands (off by default: measured much weaker than spread supports, see
-    docs/oracle-offline.md). Every spread allocation has such counts, so the model stays a
-    relaxation; and counts that fit every node at every instant can always be turned into concrete
-    GPUs (at each start, in start order, the node has ≥ c_v free GPUs: take any), so only durations
-    (variability) remain relaxed. ``set_cumulatives``: GPU-count cumulatives over the nodes
-    of a node set T (``("set", T)`` in ``resources``, :func:`offline_candidates.node_subsets`;
-    spread options carry their own proven lower-bound demand on T, others their GPU count on T).
+    GPU-count cumulatives over the nodes of a node group T (``("set", T)`` in ``resources``,
+    :func:`offline_candidates.node_groups`): spread options carry their own proven lower-bound demand on T,
+    others their GPU count on T.
 
     ``latest_end``: {job: latest completion (s)} from :mod:`formulations.offline_deadlines` (e_j ≤ it, rounded
     up: model times are rounded down); the model then holds only the schedules at least as good as the
@@ -192,9 +185,7 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
     u = unit or _unit(inst, opts)
     cap = oc.capacities(inst)
     m = cp_model.CpModel()
-    node_res = [r for r in resources if r[0] == "n"]
-    sets = [r[1] for r in resources if r[0] == "set"] if set_cumulatives else []
-    counts: dict = {}          # (j, k) → {node: IntVar}
+    sets = [r[1] for r in resources if r[0] == "set"]
     H = math.floor(max(j.arrival for j in inst.jobs) / u) + sum(
         max(math.floor(o.dur / u) for o in ol) for ol in opts) + 1
     starts, ends, xs = [], [], []
@@ -225,13 +216,6 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
                 continue
             iv = m.NewOptionalFixedSizeIntervalVar(s, dd[k], xk, f"i{j}_{k}")
             dem = {r: v for r, v in o.demand.items() if r in resources}
-            if spread_counts and node_res and o.cls is not None and o.cls[0] == "spread":
-                ncap = oc.spread_node_caps(inst, inst.jobs[j], o.cls[1])
-                cv = {v: m.NewIntVar(0, max(0, ncap[v]), f"c{j}_{k}_{v}") for v in ncap if ("n", v) in resources}
-                m.Add(sum(cv.values()) == o.cls[1] * xk)
-                counts[(j, k)] = cv
-                for v, var in cv.items():
-                    dem[("n", v)] = var
             for T in sets:
                 if ("set", T) not in dem and not (o.cls is not None and o.cls[0] == "spread"):
                     tv = sum(o.demand.get(("n", v), 0) for v in T)   # concrete / single-node: exact count
@@ -269,11 +253,6 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
         if r[0] == "g":
             m.AddNoOverlap([iv for iv, _, _ in items])
         else:
-            if any(not isinstance(v, (int, float)) for _, v, _ in items):
-                # variable demands (spread counts): integer GPU counts
-                m.AddCumulative([iv for iv, _, _ in items], [int(v) if isinstance(v, float) else v
-                                                             for _, v, _ in items], int(c))
-                continue
             if sum(v for _, v, _ in items) <= c:
                 continue
             scale = 1 if all(float(v).is_integer() for _, v, _ in items) and float(c).is_integer() else 1000
@@ -307,15 +286,11 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
         m.Minimize(z_max)
     else:
         m.Minimize(sum(w * e for w, e in zip(wi, ends)))
-    for j, (k, _) in (hint or {}).items():     # the chosen option and its spread counts
+    for j, (k, _) in (hint or {}).items():     # the chosen option
         if k is None:
             continue
         for kk, xk in enumerate(xs[j]):
             m.AddHint(xk, kk == k)
-        pat = (hint_patterns or {}).get(j)
-        for kk in range(len(xs[j])):
-            for v, var in counts.get((j, kk), {}).items():
-                m.AddHint(var, pat.get(v, 0) if (kk == k and pat) else 0)
     for j, q in qs.items():      # GPU literals: none for a hinted option that is not spread, else the hinted GPUs
         k = (hint or {}).get(j, (None,))[0]
         spread = k is not None and opts[j][k].cls is not None and opts[j][k].cls[0] == "spread"
@@ -371,8 +346,6 @@ def build_and_solve(inst: Instance, opts: list[list[oc.Option]], resources: set,
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         out["choice"] = [next(k for k, xk in enumerate(x) if solver.Value(xk)) for x in xs]
         out["start"] = [solver.Value(s) for s in starts]
-        out["patterns"] = {j: {v: solver.Value(var) for v, var in counts[(j, k)].items()}
-                           for j, k in enumerate(out["choice"]) if (j, k) in counts}
         out["gpus"] = {j: held for j, q in qs.items() if (held := tuple(sorted(g for g, lit in q.items()
                                                                                 if solver.Value(lit))))}
         out["bound_units"] = solver.BestObjectiveBound()
@@ -629,7 +602,6 @@ def rate_rounds(inst: Instance, opts, res, sol, best, lb: float, deadlines, time
         cur = offline_rates.banded(inst, base, ths, fine)
         sol = build_and_solve(inst, cur, res, time_limit=last_model_time(time_limit, left()), threads=threads,
                               seed=seed, hint=hint_assignment(inst, cur, best[0]),
-                              hint_patterns=hint_patterns(inst, best[0]),
                               sat_params=exact_params(threads, True, latest is not None),
                               twins=TWINS, latest_end=latest, hint_gpus=offline_rates.spread_gpus(inst, best[0]))
         before = (lb, objective_of(best))
@@ -694,10 +666,6 @@ def decode(inst: Instance, opts, sol, method: str, deadline: float | None = None
     if any(o.ps_local is not None for o in chosen.values()):
         # variant: PS jobs keep their parameter servers on or off their node, as the model chose
         best = better(best, oc.best_retime(inst, order, lambda: oc.mixed_chooser(chosen, ps_side=True), method))
-    pats = sol.get("patterns")
-    if pats:
-        # the model's per-node spread counts, and (its variant) the fastest free set of the class
-        best = better(best, oc.best_retime(inst, order, lambda: oc.mixed_chooser(chosen, pats), method))
     return best
 
 
@@ -797,19 +765,6 @@ def pin_gpus(inst: Instance, opts, sol, time_limit: float = 2.0,   # determinist
     return out
 
 
-def hint_patterns(inst: Instance, sched: Schedule | None) -> dict | None:
-    """Per job of ``sched`` that is spread over several nodes, its GPU count per node."""
-    if sched is None:
-        return None
-    out = {}
-    for seg in sched.segments:
-        j = inst.index.get(seg.job)
-        nodes = [g.split(":", 1)[0] for g in seg.alloc.gpus]
-        if j is not None and len(set(nodes)) > 1:
-            out[j] = {v: nodes.count(v) for v in set(nodes)}
-    return out
-
-
 def check_offline(inst: Instance, who: str) -> None:
     if inst.problem != "offline":
         raise InputError(inst.name, "problem", f"{who} solves offline instances, got {inst.problem!r}")
@@ -871,7 +826,7 @@ def solve_classes(inst: Instance, classes, res_cls: set, best, lb: float, time_l
     """The class model (a relaxation): hinted with the incumbent, its proven bound raises ``lb`` and its
     decoded solution competes with ``best``. Returns (solution, best, lb)."""
     sol = build_and_solve(inst, classes, res_cls, time_limit=time_limit, threads=threads, seed=seed,
-                          hint=hint_assignment(inst, classes, best[0]), hint_patterns=hint_patterns(inst, best[0]),
+                          hint=hint_assignment(inst, classes, best[0]),
                           sat_params=sat_params, twins=TWINS)
     lb = max(lb, bound_from_units(inst, sol["bound_units"], sol["unit"]))
     if sol["choice"] is not None:
@@ -1037,7 +992,7 @@ def class_rest_bound(inst: Instance, classes, res_cls: set, sched: Schedule | No
         sb = None if sched is None else dataclasses.replace(
             sched, segments=tuple(x for x in sched.segments if x.job in names))
         sol = build_and_solve(sub, sopts, res_cls, time_limit=t, threads=threads, seed=seed,
-                              hint=hint_assignment(sub, sopts, sb), hint_patterns=hint_patterns(sub, sb),
+                              hint=hint_assignment(sub, sopts, sb),
                               twins=TWINS, latest_end=lat)
         b = bound_from_units(sub, sol["bound_units"], sol["unit"])
         return b * sum(w[k] for k in S) if math.isfinite(b) else -math.inf
@@ -1075,7 +1030,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
           hint: Schedule | None = None, relaxed_share: float = 0.5,
           node_complete: bool = True, warm: bool = True, ls_share: float = 0.05,
           hybrid_rounds: int = 12, hybrid_share: float = 0.3, hybrid_add: int = 300,
-          lns_share: float = 0.15, hybrid_stop: float = 0.4, hybrid_per_node: bool = True,
+          lns_share: float = 0.15, hybrid_stop: float = 0.4,
           node_decode_share: float = 0.05) -> Result:
     """Offline oracle by CP-SAT. See the module docstring for the models and what ``status`` means.
 
@@ -1097,9 +1052,9 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     at least as good as the incumbent can have, and their bounds are capped at it (the hybrid rounds and the
     second local search are then skipped); lazy-variability hybrid rounds (at most ``hybrid_rounds``, each
     ``hybrid_share`` of what is left,
-    none started after ``hybrid_stop`` of the limit, ≤ ``hybrid_add`` new options a round;
-    ``hybrid_per_node``: a cheater becomes exact only on the node the model put it on,
-    :func:`offline_candidates.hybrid_node_options`); local search again; LNS in the exact option
+    none started after ``hybrid_stop`` of the limit, ≤ ``hybrid_add`` new options a round; a cheater
+    becomes exact only on the node the model put it on, :func:`offline_candidates.hybrid_node_options`);
+    local search again; LNS in the exact option
     model (``lns_share`` of what is left; not with deadlines); node-exact model for the rest (without one, too many options:
     local search for the rest, or where it does not apply the exact model over restricted options); once it
     is proven with a gap left, rate rounds (:func:`rate_rounds`, :mod:`formulations.offline_rates`) while time
@@ -1280,34 +1235,22 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
             if not gap_open(obj, lb) or (left() is not None and left() < 0.5):
                 break
             cheat = _cheaters(inst, cur_opts, cur_sol) - exact
-            if hybrid_per_node:
-                # per node: the cheater becomes exact on the node the model put it on only
-                pairs = set()
-                for j in cheat:
-                    o = cur_opts[j][cur_sol["choice"][j]]
-                    if o.cls is not None and o.cls[0] == "node" and (j, o.cls[1]) not in exact_nodes:
-                        pairs.add((j, o.cls[1]))
-                if not pairs:
+            # per node: the cheater becomes exact on the node the model put it on only
+            pairs = set()
+            for j in cheat:
+                o = cur_opts[j][cur_sol["choice"][j]]
+                if o.cls is not None and o.cls[0] == "node" and (j, o.cls[1]) not in exact_nodes:
+                    pairs.add((j, o.cls[1]))
+            if not pairs:
+                break
+            added = 0
+            for j, v in sorted(pairs, key=lambda p: (cnt_v.get(p, 0), p)):
+                if added and added + cnt_v.get((j, v), 0) > hybrid_add:
                     break
-                added = 0
-                for j, v in sorted(pairs, key=lambda p: (cnt_v.get(p, 0), p)):
-                    if added and added + cnt_v.get((j, v), 0) > hybrid_add:
-                        break
-                    exact_nodes.add((j, v))
-                    added += cnt_v.get((j, v), 0)
-                hyb = oc.hybrid_node_options(mixed_opts, classes, exact, exact_nodes)
-                n_exact = f"{len(exact)}+{len(exact_nodes)} node"
-            else:
-                if not cheat:
-                    break
-                added = 0
-                for j in sorted(cheat, key=lambda j: (cnt[j], j)):     # smallest first, ≤ hybrid_add options a round
-                    if added and added + cnt[j] > hybrid_add:
-                        break
-                    exact.add(j)
-                    added += cnt[j]
-                hyb = oc.hybrid_options(mixed_opts, classes, exact)
-                n_exact = str(len(exact))
+                exact_nodes.add((j, v))
+                added += cnt_v.get((j, v), 0)
+            hyb = oc.hybrid_node_options(mixed_opts, classes, exact, exact_nodes)
+            n_exact = f"{len(exact)}+{len(exact_nodes)} node"
             t_h = None if time_limit is None else min(left() * hybrid_share,
                                                       hybrid_stop * time_limit - (time.perf_counter() - t0))
             if t_h is not None and t_h < 0.5:
@@ -1359,7 +1302,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         # and exact (variability included) for schedules without spread jobs
         sol = build_and_solve(inst, mixed, res_all, time_limit=last_model_time(time_limit, left()), threads=threads,
                               seed=seed,
-                              hint=hint_assignment(inst, mixed, best[0]), hint_patterns=hint_patterns(inst, best[0]),
+                              hint=hint_assignment(inst, mixed, best[0]),
                               sat_params=exact_params(threads, True, latest is not None), twins=TWINS, latest_end=latest)
         lb = max(lb, min(cap, bound_from_units(inst, sol["bound_units"], sol["unit"])))
         if sol["choice"] is not None:

@@ -538,10 +538,6 @@ def test_option_sets_are_computed_once_per_instance_and_handed_out_as_fresh_list
     assert calls == [20000, 5]
     twin = tiny(2, gpus=4, nodes=2, jobs=4, max_size=2)       # an equal instance: its own entry
     assert oc.node_complete_options(twin) == first and calls == [20000, 5, 20000]
-    monkeypatch.setattr(oc, "SPREAD_SUPPORTS", True)         # a setting the classes depend on: recomputed
-    calls.clear()
-    oc.node_complete_options(inst)
-    assert calls == [20000]
 
 
 def test_deterministic_with_one_thread():
@@ -806,29 +802,6 @@ def test_restricted_options_place_parameter_servers_off_a_full_node(monkeypatch)
                 assert all(set(o.alloc.ps_nodes) - {g.split(":")[0] for g in o.alloc.gpus} for o in ol)
 
 
-# ----------------------------------------------------------------------------- spread supports
-
-
-@pytest.fixture(autouse=False)
-def supports(monkeypatch):
-    monkeypatch.setattr(oc, "SPREAD_SUPPORTS", True)
-
-
-@settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 10_000), pick=st.integers(0, 10_000))
-def test_spread_support_options_bound_every_spread_allocation(seed, pick):
-    """Law: a spread allocation's support option is no longer and demands no more of any GPU-count
-    resource (node, node set, cluster) than the allocation holds, so the support model is a relaxation."""
-    old = oc.SPREAD_SUPPORTS
-    oc.SPREAD_SUPPORTS = True
-    try:
-        _check_spread_supports(seed, pick)
-    finally:
-        oc.SPREAD_SUPPORTS = old
-
-
-
-
 def test_milp_class_model_prices_each_cpu_memory_level(monkeypatch):
     """The MILP's class model (large instances) is split by CPU/memory level like CP-SAT's: its bound is above
     the coarse classes' on CPU-hungry jobs, below the brute-force optimum, and its schedule replays valid."""
@@ -887,56 +860,6 @@ def _assert_bounds_allocation(o, d, n, nodes, node_sets):
         assert v <= held.get(r, 0), (r, v, held)
 
 
-def _check_spread_supports(seed, pick):
-    inst = offline_instance(gpus=12, nodes=4, jobs=3, max_size=8, variability=0.2, locality_penalty=1.4,
-                            cpu_mem=True, ps=seed % 2 == 0, seed=seed, elastic=1.0)
-    d = inst.to_dict()
-    d["jobs"][0]["sizes"] = [1, 2, 4, 8]       # a size above every node: supports are used
-    inst = Instance.from_dict(d)
-    rng = random.Random(pick)
-    subsets = oc.node_subsets(inst)
-    for j, n, gpus, nodes, d in _random_spread_allocations(inst, rng):
-        sup = tuple(sorted(set(nodes)))
-        opt = [o for o in oc.spread_options(inst, j, n) if o.cls[2] == sup]
-        assert len(opt) == 1
-        _assert_bounds_allocation(opt[0], d, n, nodes, subsets)
-
-
-def test_spread_support_relaxation_below_optimum_with_forced_spread(supports):
-    """Relaxed path where jobs must spread (size-4 jobs on 2-GPU nodes): bound ≤ brute-force optimum,
-    incumbent decoded from supports replays valid."""
-    for seed in (1, 3):
-        inst = tiny(seed, gpus=4, nodes=2, jobs=4, max_size=4, variability=0.08, locality_penalty=1.3,
-                    cpu_mem=False, ps=False)
-        opt = brute.solve(inst).objective
-        r = _solve_relaxed_path(inst)
-        check_valid(inst, r)
-        assert r.lower_bound <= opt * (1 + 1e-9)
-        assert r.objective >= opt * (1 - 1e-9)
-
-
-def test_spread_supports_tighten_the_class_bound(supports):
-    """Rigid jobs (one of 8 GPUs) on four 4-GPU nodes: the support relaxation's bound is at least the
-    cluster-count-only one (its options are the old spread class plus demands) and below the optimum."""
-    inst = offline_instance(gpus=16, nodes=4, jobs=3, max_size=8, elastic=0.0, variability=0.0, seed=0,
-                            interarrival_s=1.0, duration_h=(1.0, 1.0))
-    classes = oc.class_options(inst)
-    res = {r for r in oc.capacities(inst) if r[0] in ("n", "all", "set")}
-    sol = offline_cpsat.build_and_solve(inst, classes, res, time_limit=10, threads=1, seed=0)
-    lb = offline_cpsat.bound_from_units(inst, sol["bound_units"], sol["unit"])
-    assert sol["status"] == "OPTIMAL"
-    loose = [[o if o.cls[0] != "spread" else oc.Option(o.job, o.dur, {("all",): o.cls[1]}, cls=o.cls[:2])
-              for o in ol] for ol in classes]
-    loose = [list({o.cls: o for o in ol}.values()) for ol in loose]
-    sol2 = offline_cpsat.build_and_solve(inst, loose, {r for r in res if r[0] != "set"}, time_limit=20, threads=1,
-                                         seed=0)
-    lb2 = offline_cpsat.bound_from_units(inst, sol2["bound_units"], sol2["unit"])
-    assert lb >= lb2 - 1e-6
-    ref = offline_cpsat.solve(inst, threads=1, seed=0)
-    check_valid(inst, ref)
-    assert lb <= ref.objective * (1 + 1e-9)
-
-
 @pytest.mark.parametrize("seed", (0, 9))
 def test_hybrid_models_bound_below_optimum(seed):
     """Lazy variability: any set of jobs made node-exact keeps the model a relaxation."""
@@ -945,7 +868,7 @@ def test_hybrid_models_bound_below_optimum(seed):
     mixed, classes = oc.node_complete_options(inst), oc.class_options(inst)
     res = {r for r in oc.capacities(inst) if r[0] in ("g", "n", "all")} | oc.binding_resources(inst, mixed)
     for exact in ({1, 3}, set(range(len(inst.jobs)))):
-        opts = oc.hybrid_options(mixed, classes, exact)
+        opts = oc.hybrid_node_options(mixed, classes, exact, set())
         sol = offline_cpsat.build_and_solve(inst, opts, res, time_limit=None, threads=1, seed=0)
         assert sol["status"] == "OPTIMAL"
         assert offline_cpsat.bound_from_units(inst, sol["bound_units"], sol["unit"]) <= opt * (1 + 1e-9)
@@ -1304,7 +1227,7 @@ def test_group_pattern_options_bound_every_spread_allocation(seed, pick):
     longer and demands no more of any GPU-count resource (node, group, cluster) than it holds."""
     inst = offline_instance(gpus=12, nodes=4, jobs=3, max_size=8, variability=0.2, locality_penalty=1.4,
                             cpu_mem=True, ps=seed % 2 == 0, seed=seed, elastic=1.0)
-    assert oc.GROUP_PATTERNS and any(len(g) >= 2 for g in oc.node_groups(inst))
+    assert any(len(g) >= 2 for g in oc.node_groups(inst))
     cap = oc.capacities(inst)
     rng = random.Random(pick)
     for j, n, gpus, nodes, d in _random_spread_allocations(inst, rng):
@@ -1554,7 +1477,7 @@ def test_complete_hints_are_feasible_incumbents(seed, cpu_mem):
         hint = offline_cpsat.hint_assignment(inst, opts, sched)
         assert all(k is not None for k, _ in hint.values())
         sol = offline_cpsat.build_and_solve(inst, opts, res, time_limit=30, threads=1, seed=0, unit=u, hint=hint,
-                                            hint_patterns=offline_cpsat.hint_patterns(inst, sched), sat_params=fixed)
+                                            sat_params=fixed)
         assert sol["status"] in ("OPTIMAL", "FEASIBLE"), sol["status"]
         assert sol["choice"] == [k for _, (k, _) in sorted(hint.items())]
         for j, (_, st) in hint.items():

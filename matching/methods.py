@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from jctlab import registry
 from jctlab.errors import InputError
 from jctlab.model import Allocation, Instance, Schedule, Segment
 from jctlab.replay import replay
@@ -28,7 +29,8 @@ from jctlab.result import Result, SolveStatus
 from .categories import Menu, build_menu, realize
 from .exhaustive import dp_optimum
 from .market import dual_bound, type_market
-from .search import beam, polish
+from .search import beam, polish, reference
+from .stable import gale_shapley, speed_preferences
 
 VERSION = "1"
 
@@ -81,7 +83,7 @@ def finish(inst: Instance, method: str, allocs_by_job: dict[int, Allocation], t0
     return Result(sched, obj, lower_bound, status, time.perf_counter() - t0, solver, VERSION, params)
 
 
-def _realize(inst: Instance, menu: Menu, choice) -> tuple[dict[int, Allocation], bool]:
+def realize_choice(inst: Instance, menu: Menu, choice) -> tuple[dict[int, Allocation], bool]:
     allocs, ok = realize(menu, choice)
     return {j: a for j, a in zip(menu.jobs, allocs)}, ok  # type: ignore[misc]
 
@@ -127,7 +129,7 @@ def exhaustive(inst: Instance, *, time_limit: float | None = None, threads: int 
                       VERSION, {"error": str(e)})
     if choice is None:
         return Result(None, None, None, SolveStatus.INFEASIBLE, time.perf_counter() - t0, "matching/exhaustive-dp", VERSION, {})
-    allocs, ok = _realize(inst, menu, choice)
+    allocs, ok = realize_choice(inst, menu, choice)
     valid = bound_valid(inst)
     lb = value / menu.J if valid else None
     exact = valid and menu.exact_packing and ok and not inst.cluster.has_interference
@@ -143,12 +145,14 @@ def matching(inst: Instance, *, time_limit: float | None = None, threads: int = 
     """Market-clearing type prices choose categories; matching assigns workers (deterministic).
 
     ``samples``/``fairness`` are accepted for a uniform signature: ``samples > 0`` delegates to the
-    sampling method; ``fairness`` weights Jain's index of slowdowns in the local search.
+    ``sampling`` method (found through the method registry: the sampling package builds on this one);
+    ``fairness`` weights Jain's index of slowdowns in the local search.
     ``market_step``: the auction's minimum relative price raise; ``fast``: capped polish (one round
     of pair moves); ``market_step=0.01, fast=False`` is the earlier, slower setting."""
     if samples and samples > 0:
-        from samplers.methods import sampling
-
+        sampling = registry.method("sampling")
+        if sampling is None:
+            raise InputError("command line", "--samples", "the sampling method is not installed")
         return sampling(inst, time_limit=time_limit, threads=threads, seed=seed, hint=hint, samples=samples,
                         fairness=fairness)
     t0 = time.perf_counter()
@@ -162,8 +166,6 @@ def matching(inst: Instance, *, time_limit: float | None = None, threads: int = 
         return market_failure(e, t0, "matching/market")
     ref = None
     if fairness > 0:
-        from .search import reference
-
         ref = reference(menu)
     lb_sum = price_bound(inst, menu, lam)
     # exact categories and a cleared choice that attains the bound: optimal, nothing to search
@@ -180,15 +182,13 @@ def matching(inst: Instance, *, time_limit: float | None = None, threads: int = 
         allocs = stable_allocs(inst, menu, choice)
         ok = False
     else:
-        allocs, ok = _realize(inst, menu, choice)
+        allocs, ok = realize_choice(inst, menu, choice)
     return finish(inst, "matching", allocs, t0, lb, lb_sum is not None,
                   {"prices": [float(x) for x in lam], "inner": inner, "width": width}, "matching/market")
 
 
 def stable_allocs(inst: Instance, menu: Menu, choice) -> dict[int, Allocation]:
     """Workers by many-to-one Gale–Shapley with quotas = the category's worker counts."""
-    from .stable import gale_shapley, speed_preferences
-
     gpus = [g for per in menu.free.values() for ids in per.values() for g in ids]
     quotas = list(menu.sizes(choice))
     prefs, rank, _ = speed_preferences(inst, menu.jobs, gpus)

@@ -6,7 +6,18 @@ from __future__ import annotations
 from jctlab.model import Instance
 from matching.online import MatchingPolicy
 
+from .methods import sample_best
+
+
+class SamplingPolicy(MatchingPolicy):
+    def propose(self, menu, lam):
+        """The best of ``samples`` sampled choices, when the policy samples."""
+        if self.samples <= 0:
+            return None
+        alt, _ = sample_best(menu, lam, self.samples, self.seed + self.calls, self.fairness)
+        return alt
+
 
 def sampling_policy(inst: Instance, seed: int = 0, samples: int = 8, fairness: float = 0.0, width: int = 0,
-                    **opts) -> MatchingPolicy:
-    return MatchingPolicy(inst, seed=seed, samples=samples, fairness=fairness, width=width, **opts)
+                    **opts) -> SamplingPolicy:
+    return SamplingPolicy(inst, seed=seed, samples=samples, fairness=fairness, width=width, **opts)

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from jctlab.model import Claimed, Instance, Schedule
+from jctlab.model import Instance, Schedule
 from jctlab.replay import Replay, replay
 from jctlab.result import Result, SolveStatus
 
@@ -128,7 +128,8 @@ def better_result(a: Result | None, b: Result | None) -> Result | None:
 
 
 def solver_versions() -> dict[str, str]:
-    """The versions of the solver libraries (for ``Result.params``)."""
+    """The versions of the solver libraries (for ``Result.params``). Imported here, each optional: a process
+    that solves with one back end need not load the others."""
     out = {}
     try:
         import ortools

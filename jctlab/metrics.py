@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import bisect
 import math
+from dataclasses import replace
 from typing import Sequence
 
-from .model import Allocation, Cluster, Instance, Job
+from .model import GPU, Allocation, Cluster, Instance, Job, Node
 from .speed import SpeedError, base_iteration_time
 
 
@@ -66,10 +67,6 @@ class ReferenceDurations:
 
 def strip_variability(cluster: Cluster) -> Cluster:
     """The same cluster with every GPU at its nominal speed."""
-    from dataclasses import replace
-
-    from .model import GPU, Node
-
     nodes = tuple(Node(n.name, n.cpus, n.mem_gb, tuple(GPU(g.node, g.index, g.type, {}) for g in n.gpus))
                   for n in cluster.nodes)
     return replace(cluster, nodes=nodes)

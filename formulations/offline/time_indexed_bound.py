@@ -84,18 +84,19 @@ def latest_starts(inst: Instance, opts: list[list[Option]], incumbent: float | N
 
 
 def lower_bound(inst: Instance, opts: list[list[Option]], resources: set, *, incumbent: float | None = None,
-                time_limit: float | None = None, slots: int | None = None, focus: float | None = None) -> float:
+                time_limit: float | None = None, slots: int | None = None, focus: float | None = None,
+                max_slots: int = MAX_SLOTS) -> float:
     """The time-indexed LP bound of the option model ``opts`` with capacities ``resources`` (module
     docstring). ``incumbent``: the objective of a known schedule (it tightens the horizon, and the
     result is at most it). ``focus``: an instant by which good schedules have started their jobs
     (:func:`grid`; any value keeps the bound valid). ``slots=None``: MIN_SLOTS slots, then twice as
-    many while the time limit and NNZ_BUDGET allow, the best bound kept. −inf when no LP is solved in
+    many while the time limit and NNZ_BUDGET allow, up to ``max_slots``, the best bound kept. −inf when no LP is solved in
     ``time_limit``."""
     t0 = time.perf_counter()
     if slots is not None:
         return _bound(inst, opts, resources, incumbent, time_limit, slots, focus)
     best, k, last = -math.inf, MIN_SLOTS, 0.0
-    while k <= MAX_SLOTS:
+    while k <= max_slots:
         left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
         if left is not None and (left <= 0 or (last > 0 and left < GROWTH * last)):
             break         # twice the slots take about GROWTH times as long, and HiGHS may overrun its limit

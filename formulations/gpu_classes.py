@@ -52,9 +52,10 @@ def gpu_classes(inst: Instance) -> tuple[GpuClass, ...]:
     """Group the cluster's GPUs into classes of interchangeable GPUs, node by node, in GPU order."""
     out: list[GpuClass] = []
     for node in inst.cluster.nodes:
-        groups: dict[tuple, list[str]] = {}
+        groups: dict[tuple, list[GPU]] = {}
         for g in node.gpus:
-            groups.setdefault(gpu_class_key(g), []).append(g.id)
-        for (t, var), ids in groups.items():
-            out.append(GpuClass(len(out), node.name, t, var, tuple(ids)))
+            groups.setdefault(gpu_class_key(g), []).append(g)
+        for gs in groups.values():
+            out.append(GpuClass(len(out), node.name, gs[0].type, tuple(sorted(gs[0].variability.items())),
+                                tuple(g.id for g in gs)))
     return tuple(out)

@@ -37,7 +37,8 @@ from jctlab.speed_tables import step_time_table
 
 
 def compositions(n: int, caps: Sequence[int]) -> Iterator[tuple[int, ...]]:
-    """All vectors c ≥ 0 with Σc = n and c_t ≤ caps[t], the first type's count highest first."""
+    """All vectors c ≥ 0 with Σc = n and c_t ≤ caps[t], the first type's count highest first (the order of
+    :func:`formulations.static.candidates.count_vectors`, the lazy form of the same enumeration: a tested law)."""
     return iter([tuple(c) for c in _count_vectors([n], caps).tolist()])
 
 

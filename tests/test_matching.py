@@ -24,6 +24,7 @@ from matching.methods import exhaustive, matching, unaware
 from matching.online import matching_policy
 from matching.proportional import batch_shares, proportional_type_shares, share_compute_time
 from matching.stable import blocking_pairs, gale_shapley, speed_preferences
+from formulations.static.candidates import count_vectors
 from oracle.methods import solve
 from matching.suite import gavel_static
 
@@ -150,6 +151,14 @@ def test_batch_shares_proportional_and_match_speed_model():
 def test_compositions():
     assert sorted(compositions(3, [2, 1, 3])) == sorted(
         c for c in __import__("itertools").product(range(3), range(2), range(4)) if sum(c) == 3)
+
+
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=4), st.integers(0, 12))
+def test_vectorised_count_vectors_equal_the_static_candidates_generator(caps, n):
+    """The menus' vectorised count-vector builder and the static candidates' lazy generator are one
+    enumeration in two forms (numpy for whole menus, a generator where candidates stop early): the same
+    vectors in the same order."""
+    assert list(compositions(n, caps)) == list(count_vectors(caps, n))
 
 
 @settings(max_examples=12, deadline=None)

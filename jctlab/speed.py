@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Iterable
 
-
 from .model import Allocation, Cluster, Job
 
 

@@ -14,8 +14,10 @@ node and slowdown, ``node`` = free GPUs of the node).
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Annotated, Callable
 
+from jctlab.argtypes import Choice, Listed, RoundS
+from jctlab.limits import LOCALITY, Range
 from jctlab.model import Instance
 
 from .eventdriven import EventPolicy
@@ -75,8 +77,10 @@ def resolve(name: str) -> Callable | None:
     if queue not in QUEUES or placement not in PLACEMENTS:
         return None
 
-    def factory(inst: Instance, seed: int = 0, round_s: float = 360.0, lam: float | None = None,
-                thresholds=None, backfill=False, locality: str = "sf-node"):
+    def factory(inst: Instance, seed: int = 0, round_s: RoundS = 360.0,
+                lam: Annotated[float | None, LOCALITY] = None,
+                thresholds: Annotated[tuple[float, ...] | None, Listed(Range(0, 1e15, lo_open=True))] = None,
+                backfill: bool = False, locality: Annotated[str, Choice(("sf-node", "node"))] = "sf-node"):
         return build(queue, placement, inst, seed, round_s, lam, thresholds, backfill, locality)
 
     factory.__name__ = f"{queue}+{placement}"

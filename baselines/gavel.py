@@ -42,11 +42,13 @@ continuous (Gavel runs ``int(throughput * 360)`` steps); ECOS is replaced by HiG
 from __future__ import annotations
 
 import random
-from typing import Callable, Iterable
+from typing import Annotated, Callable, Iterable
 
 import numpy as np
 
+from jctlab.argtypes import Choice, RoundS
 from jctlab.errors import InputError
+from jctlab.limits import TIME
 from jctlab.model import Allocation, Instance, Job
 from jctlab.simulate import Action, Preempt, Simulator, Start
 from jctlab.speed import SpeedError, base_iteration_time
@@ -70,8 +72,9 @@ def resolve(name: str) -> Callable[..., "GavelPolicy"] | None:
     if pol is None:
         return None
 
-    def factory(inst: Instance, seed: int = 0, round_s: float = ROUND_S,
-                reset_interval_s: float = RESET_INTERVAL_S, lp_method: str = "ipm") -> GavelPolicy:
+    def factory(inst: Instance, seed: int = 0, round_s: RoundS = ROUND_S,
+                reset_interval_s: Annotated[float, TIME] = RESET_INTERVAL_S,
+                lp_method: Annotated[str, Choice(("ipm", "simplex"))] = "ipm") -> GavelPolicy:
         return GavelPolicy(inst, pol, seed=seed, round_s=round_s, reset_interval_s=reset_interval_s,
                            lp_method=lp_method)
 

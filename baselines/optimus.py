@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from jctlab.argtypes import RoundS
 from jctlab.errors import InputError
 from jctlab.model import Allocation, Instance, Job
 from jctlab.simulate import Action, Preempt, Simulator, Start
@@ -276,6 +277,6 @@ def _spread(lists: list[list[str]], n: int) -> list[str] | None:
     return out
 
 
-def factory(inst: Instance, seed: int = 0, round_s: float = 600.0) -> Optimus:
+def factory(inst: Instance, seed: int = 0, round_s: RoundS = 600.0) -> Optimus:
     """Optimus (preemptive: re-allocates every ``round_s``; offline: allocates on start only)."""
     return Optimus(inst, seed=seed, round_s=round_s)

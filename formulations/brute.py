@@ -40,6 +40,7 @@ from jctlab.errors import InputError
 from jctlab.model import Allocation, Instance
 from jctlab.resources import node_demand
 from jctlab.result import Result
+from jctlab.speed import ps_counts
 
 from .budget import Budget
 from .gpu_sets import timed_allocations
@@ -57,15 +58,23 @@ def job_allocations(inst: Instance, j: int, limit: int = MAX_ALLOCATIONS) -> lis
     job = inst.jobs[j]
     ids = [g.id for g in inst.cluster.gpus if job.can_use(g.type)]
     levels = job.level_choices
-    ps_sets: list[tuple[str, ...]] = [()]
-    if job.ps is not None:
-        names = [n.name for n in inst.cluster.nodes]
-        ps_sets = [ps for p in range(1, job.ps.max_ps + 1) for ps in itertools.combinations_with_replacement(names, p)]
-    count = sum(math.comb(len(ids), n) for n in job.sizes) * len(levels) * len(ps_sets)
+    names = [n.name for n in inst.cluster.nodes]
+
+    def ps_sets(n: int) -> list[tuple[str, ...]]:
+        # every multiset of nodes for 1..p* servers (jctlab.speed.ps_counts: more are dominated, exact)
+        if job.ps is None:
+            return [()]
+        return [ps for p in ps_counts(job, n) for ps in itertools.combinations_with_replacement(names, p)]
+
+    def n_ps_sets(n: int) -> int:   # counted, not listed: the lists can be astronomically long
+        return 1 if job.ps is None else sum(math.comb(len(names) + p - 1, p) for p in ps_counts(job, n))
+
+    count = sum(math.comb(len(ids), n) * n_ps_sets(n) for n in job.sizes) * len(levels)
     if count > limit:
         raise InputError(inst.name, f"jobs[{j}]", f"too large for brute force ({count} allocations > {limit})")
     gpu_sets = (gs for n in job.sizes for gs in itertools.combinations(ids, n))
-    out = timed_allocations(job, inst.cluster, gpu_sets, lambda gs: ps_sets)
+    sets_of_size = {n: ps_sets(n) for n in job.sizes}
+    out = timed_allocations(job, inst.cluster, gpu_sets, lambda gs: sets_of_size[len(gs)])
     out.sort(key=lambda x: x[0])
     return out
 

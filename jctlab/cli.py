@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import inspect
 import json
+import logging
 import sys
 from typing import Any, Sequence
 
 from . import __version__, registry
+from . import argtypes as T
 from .errors import InputError
 from .kinds import KINDS
 from .model import load_instance, load_schedule, save_instance, save_schedule
-from .replay import Replay, replay
+from .replay import Replay, check_references, replay
 from .schema import SCHEMAS
 
 
@@ -95,45 +96,6 @@ def cmd_schema(a: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_options(extra: Sequence[str]) -> dict[str, Any]:
-    """``--key value`` pairs left over by argparse become keyword options of the method/policy."""
-    opts: dict[str, Any] = {}
-    it = iter(extra)
-    for tok in it:
-        if not tok.startswith("--") or len(tok) < 3:
-            raise InputError("command line", tok, "unexpected argument")
-        key, _, val = tok[2:].partition("=")
-        if not _:
-            val = next(it, None)
-            if val is None or val.startswith("--"):
-                raise InputError("command line", tok, "needs a value")
-        opts[key.replace("-", "_")] = _coerce(val)
-    return opts
-
-
-def _coerce(v: str) -> Any:
-    for f in (int, float):
-        try:
-            return f(v)
-        except ValueError:
-            pass
-    if v.lower() in ("true", "false"):
-        return v.lower() == "true"
-    return v
-
-
-def _check_options(fn: Any, opts: dict[str, Any], what: str) -> None:
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return
-    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
-        return
-    for k in opts:
-        if k not in sig.parameters:
-            raise InputError("command line", f"--{k.replace('_', '-')}", f"not an option of {what}")
-
-
 @contextlib.contextmanager
 def _named_file(inst, path: str):
     """A method or policy refusing the instance names it by its name; the user knows it by its file."""
@@ -151,13 +113,11 @@ def cmd_solve(a: argparse.Namespace, extra: Sequence[str]) -> int:
     if fn is None:
         raise InputError("command line", "--method",
                          f"unknown method {a.method!r} (known: {', '.join(registry.names('jctlab.methods')) or 'none'})")
-    if a.time_limit is not None and a.time_limit <= 0:
-        raise InputError("command line", "--time-limit", "must be > 0")
-    if a.threads < 1:
-        raise InputError("command line", "--threads", "must be >= 1")
-    opts = _parse_options(extra)
-    _check_options(fn, opts, f"method {a.method}")
-    hint = load_schedule(a.hint) if a.hint else None
+    opts = T.parse_options(fn, extra, f"method {a.method}")
+    hint = None
+    if a.hint:
+        hint = load_schedule(a.hint)
+        check_references(inst, hint, a.hint)
     with _named_file(inst, a.instance):
         res = fn(inst, time_limit=a.time_limit, threads=a.threads, seed=a.seed, hint=hint, **opts)
     rep = None
@@ -185,14 +145,14 @@ def cmd_simulate(a: argparse.Namespace, extra: Sequence[str]) -> int:
         raise InputError("command line", "--policy",
                          f"unknown policy {a.policy!r} (known: {', '.join(registry.names('jctlab.policies'))}; "
                          f"{'; '.join(registry.family_patterns())})")
-    if a.round is not None and a.round <= 0:
-        raise InputError("command line", "--round", "must be > 0")
-    opts = _parse_options(extra)
-    _check_options(factory, opts, f"policy {a.policy}")
+    opts = T.parse_options(factory, extra, f"policy {a.policy}")
     round_s = a.round       # None: the policy's own round length, if it has one (Simulator)
     try:
         with _named_file(inst, a.instance):
-            policy = factory(inst, seed=a.seed, **opts)
+            try:
+                policy = factory(inst, seed=a.seed, **opts)
+            except ValueError as e:  # a policy refusing its options (e.g. Tiresias thresholds not increasing)
+                raise InputError("command line", "--policy", f"{a.policy}: {e}") from None
             sched, rep = simulate(inst, policy, round_s=round_s, method=a.policy)
     except PolicyError as e:
         raise InputError(a.instance, "--policy", str(e)) from None
@@ -208,6 +168,10 @@ def cmd_make_instance(a: argparse.Namespace) -> int:
         inst = kind.build(a)
     except ValueError as e:  # a generator refusing its arguments
         raise InputError("command line", a.kind, str(e)) from None
+    except InputError as e:  # options that make a generated instance break the contract (SPEC §7)
+        if not e.source.startswith("<generated"):
+            raise
+        raise InputError("command line", a.kind, f"these options make an invalid instance: {e.field}: {e.reason}") from None
     save_instance(inst, a.out)
     print(f"wrote {a.out}: {inst.name} ({inst.problem}, {len(inst.jobs)} jobs, {len(inst.cluster.gpus)} GPUs)",
           file=sys.stderr)
@@ -230,25 +194,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("schema", help="print the JSON Schema of a format")
     s.add_argument("which", choices=sorted(SCHEMAS))
+    s.add_argument("--json", action="store_true", help="(the output is JSON in any case)")
     s.set_defaults(func=cmd_schema)
 
     so = sub.add_parser("solve", help="run an offline method (oracle, matching, sampling...) on an instance")
     so.add_argument("instance")
     so.add_argument("--method", required=True)
-    so.add_argument("--time-limit", type=float, default=None)
-    so.add_argument("--threads", type=int, default=1)
-    so.add_argument("--seed", type=int, default=0)
-    so.add_argument("--hint", default=None, help="a schedule to warm-start from")
-    so.add_argument("--out", default=None)
+    so.add_argument("--time-limit", type=T.TIME_LIMIT, default=None)
+    so.add_argument("--threads", type=T.THREADS, default=1)
+    so.add_argument("--seed", type=T.SEED, default=0)
+    so.add_argument("--hint", type=T.text, default=None, help="a schedule to warm-start from")
+    so.add_argument("--out", type=T.out_path, default=None)
     so.add_argument("--json", action="store_true")
     so.set_defaults(func=cmd_solve, takes_extra=True)
 
     si = sub.add_parser("simulate", help="run an online policy through the event-driven simulator")
     si.add_argument("instance")
     si.add_argument("--policy", required=True)
-    si.add_argument("--round", type=float, default=None, help="round length in seconds (round-based policies)")
-    si.add_argument("--seed", type=int, default=0)
-    si.add_argument("--out", default=None)
+    si.add_argument("--round", type=T.ROUND, default=None, help="round length in seconds (round-based policies)")
+    si.add_argument("--seed", type=T.SEED, default=0)
+    si.add_argument("--out", type=T.out_path, default=None)
     si.add_argument("--json", action="store_true")
     si.set_defaults(func=cmd_simulate, takes_extra=True)
 
@@ -260,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, kind in sorted(kinds.items()):
         kp = mk_sub.add_parser(name, help=kind.help)
         kind.add_arguments(kp)
-        kp.add_argument("--out", required=True, help="instance file to write")
+        kp.add_argument("--out", required=True, type=T.out_path, help="instance file to write")
         kp.set_defaults(func=cmd_make_instance, kind_obj=kind)
 
     for name in registry.names("jctlab.commands"):
@@ -268,8 +233,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class _Warnings(logging.Handler):
+    """Library warnings (logger ``jctlab``, e.g. a cache file moved aside) as one ``jctlab: warning:`` line on
+    the standard error of the moment (a caller may have redirected it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"jctlab: warning: {record.getMessage()}", file=sys.stderr)
+
+
+def _log_to_stderr() -> None:
+    log = logging.getLogger("jctlab")
+    if not any(isinstance(h, _Warnings) for h in log.handlers):
+        log.addHandler(_Warnings(logging.WARNING))
+        log.propagate = False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _log_to_stderr()
     try:
         parser = build_parser()
         a, extra = parser.parse_known_args(argv)

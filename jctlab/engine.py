@@ -1,7 +1,8 @@
 """The event-driven progress engine shared by replay and online simulation.
 
 It holds which job runs on which GPUs, integrates each job's progress piecewise (rates change when a
-co-located neighbour starts or stops, and a resumed segment makes no progress for ``restart_s``), and
+co-located neighbour starts or stops: class interference on a shared node, PCIe interference on a
+shared switch; and a resumed segment makes no progress for ``restart_s``), and
 predicts completions with a heap. Every start is checked against the validity rules of SPEC §4 that
 depend on the moment (free GPUs, CPU/memory capacity, arrival), so replay and policies share one
 rulebook.
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from .errors import InvalidSchedule
 from .model import Allocation, Instance
 from .resources import node_demand
-from .speed import SpeedError, alloc_nodes, base_iteration_time
+from .speed import SpeedError, alloc_nodes, alloc_switches, base_iteration_time, switch_factor
 
 EPS = 1e-9
 
@@ -30,6 +31,7 @@ def time_tol(t: float) -> float:
 class _Run:
     alloc: Allocation
     nodes: frozenset[str]
+    switches: frozenset[tuple[str, int]]
     base: float          # iteration time without interference
     factor: float        # interference multiplier now in force
     restart_until: float
@@ -57,9 +59,10 @@ class Engine:
         self.cpu_used = {nd.name: 0.0 for nd in self.cluster.nodes}
         self.mem_used = {nd.name: 0.0 for nd in self.cluster.nodes}
         self.node_jobs: dict[str, set[int]] = {nd.name: set() for nd in self.cluster.nodes}
+        self.switch_jobs: dict[tuple[str, int], set[int]] = {}
         self._heap: list[tuple[float, int, int]] = []
         self._stamp = 0  # versions of completion predictions, unique across runs
-        self._interfere = self.cluster.has_interference
+        self._interfere = self.cluster.has_interference or self.cluster.has_switch_interference
         self._base_cache: dict[tuple[int, Allocation], float] = {}
         self.now = 0.0
 
@@ -170,14 +173,16 @@ class Engine:
         if self.first_start[j] is None:
             self.first_start[j] = t
         nodes = alloc_nodes(alloc)
-        run = _Run(alloc, nodes, base, 1.0, t + restart, t, t, cpu, mem)
+        switches = alloc_switches(alloc, self.cluster)
+        run = _Run(alloc, nodes, switches, base, 1.0, t + restart, t, t, cpu, mem)
         self.running[j] = run
         for n in nodes:
             self.node_jobs[n].add(j)
+        for s in switches:
+            self.switch_jobs.setdefault(s, set()).add(j)
         if self._interfere:
-            neigh = self._neighbours(j, nodes)
-            run.factor = self._factor(j, neigh)
-            for i in neigh:
+            run.factor = self._factor(j, run)
+            for i in self._neighbours(j, nodes):   # sharing a switch implies sharing its node
                 self._refactor(i, t)
         self._predict(j)
 
@@ -218,14 +223,21 @@ class Engine:
         out.discard(j)
         return out
 
-    def _factor(self, j: int, neigh: set[int]) -> float:
+    def _factor(self, j: int, r: _Run) -> float:
+        """SPEC §2's co-location multiplier of running job j: classes on shared nodes, jobs on shared switches."""
         jobs = self.inst.jobs
         cls = jobs[j].job_class
-        return 1.0 + sum(self.cluster.interference_of(cls, jobs[i].job_class) for i in neigh)
+        f = 1.0 + sum(self.cluster.interference_of(cls, jobs[i].job_class) for i in self._neighbours(j, r.nodes))
+        if r.switches:
+            on_switch: set[int] = set()
+            for s in r.switches:
+                on_switch |= self.switch_jobs[s]
+            f *= switch_factor(self.cluster, len(on_switch) - 1)
+        return f
 
     def _refactor(self, i: int, t: float) -> None:
         r = self.running[i]
-        f = self._factor(i, self._neighbours(i, r.nodes))
+        f = self._factor(i, r)
         if f == r.factor:
             return
         self.progress[i] += self._gain(r, t)
@@ -252,6 +264,8 @@ class Engine:
             self.mem_used[n] -= r.mem.get(n, 0.0)
         for n in r.nodes:
             self.node_jobs[n].discard(j)
+        for s in r.switches:
+            self.switch_jobs[s].discard(j)
         if self._interfere:
             for i in self._neighbours(j, r.nodes):
                 self._refactor(i, t)

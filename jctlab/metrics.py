@@ -12,7 +12,7 @@ import math
 from dataclasses import replace
 from typing import Sequence
 
-from .model import GPU, Allocation, Cluster, Instance, Job, Node
+from .model import Allocation, Cluster, Instance, Job, Node
 from .speed import SpeedError, base_iteration_time
 
 
@@ -66,8 +66,8 @@ class ReferenceDurations:
 
 
 def strip_variability(cluster: Cluster) -> Cluster:
-    """The same cluster with every GPU at its nominal speed."""
-    nodes = tuple(Node(n.name, n.cpus, n.mem_gb, tuple(GPU(g.node, g.index, g.type, {}) for g in n.gpus))
+    """The same cluster with every GPU at its nominal speed (its topology kept)."""
+    nodes = tuple(Node(n.name, n.cpus, n.mem_gb, tuple(replace(g, variability={}) for g in n.gpus))
                   for n in cluster.nodes)
     return replace(cluster, nodes=nodes)
 
@@ -118,16 +118,23 @@ def percentile(x: Sequence[float], q: float) -> float:
 
 
 def jain(x: Sequence[float]) -> float:
+    """Jain's index (Σx)² / (n·Σx²), computed on x / max|x| (it is scale-free), so that no square overflows."""
     a = [float(v) for v in x]
     if len(a) == 0 or not all(math.isfinite(v) for v in a):
         return float("nan")
-    s2 = fsum_pairwise([v * v for v in a])
-    return fsum_pairwise(a) ** 2 / (len(a) * s2) if s2 > 0 else 1.0
+    top = max(abs(v) for v in a)
+    if top == 0:
+        return 1.0
+    a = [v / top for v in a]
+    return fsum_pairwise(a) ** 2 / (len(a) * fsum_pairwise([v * v for v in a]))
 
 
 def compute_metrics(inst: Instance, completion: Sequence[float], first_start: Sequence[float],
                     gpu_seconds: Sequence[float], preemptions: int,
                     with_fairness: bool = True) -> dict[str, float]:
+    # times near the float maximum (a valid schedule may start a job at 1e300 s) make sums and products of
+    # them inf: Python's float arithmetic gives inf (null in JSON) without a warning; no ``**`` or math
+    # function here sees such a value (jain scales first)
     jobs = inst.jobs
     arr = [float(j.arrival) for j in jobs]
     comp = [float(c) for c in completion]

@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
+from . import limits as L
 from .errors import InputError
 
 INSTANCE_FORMAT = "jctlab.instance/1"
@@ -23,6 +25,7 @@ SCHEDULE_FORMAT = "jctlab.schedule/1"
 PROBLEMS = ("static", "offline", "preemptive")
 OBJECTIVES = ("mean_jct", "weighted_jct", "makespan")
 SPLITS = ("proportional", "equal")
+_TOPOLOGY_MAX = int(L.TOPOLOGY_ID.hi)   # socket and switch numbers (SPEC §7)
 STATUSES = ("optimal", "feasible", "bound_only", "infeasible", "timeout_no_solution", "error")
 
 
@@ -35,6 +38,9 @@ class GPU:
     index: int
     type: str
     variability: Mapping[str, float] = field(default_factory=dict)
+    socket: int | None = None    # CPU socket of the node it hangs off (SPEC §1 topology, v1.1)
+    switch: int | None = None    # PCIe switch of the node it sits under
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -53,6 +59,7 @@ class Node:
     cpus: float
     mem_gb: float
     gpus: tuple[GPU, ...]
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def fair_cpus(self) -> float:
@@ -72,6 +79,9 @@ class Cluster:
     split: str = "proportional"
     interference: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     restart_s: float = 0.0
+    qpi_factor: float = 1.0          # a job whose GPUs on one node span CPU sockets (v1.1)
+    pcie_interference: float = 0.0   # per other job sharing a PCIe switch (v1.1)
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @cached_property
     def gpus(self) -> tuple[GPU, ...]:
@@ -92,6 +102,10 @@ class Cluster:
     @cached_property
     def has_interference(self) -> bool:
         return any(v > 0 for row in self.interference.values() for v in row.values())
+
+    @cached_property
+    def has_switch_interference(self) -> bool:
+        return self.pcie_interference > 0 and any(g.switch is not None for g in self.gpus)
 
     def interference_of(self, a: str | None, b: str | None) -> float:
         if a is None or b is None:
@@ -237,8 +251,9 @@ class Schedule:
 # --------------------------------------------------------------------------- readers
 
 
-class _Reader:
-    """Small typed accessors that turn every problem into an InputError with a JSON path."""
+class FieldReader:
+    """Small typed accessors that turn every problem into an InputError with a JSON path (the instance and
+    schedule readers here, the suite reader of the evaluation harness)."""
 
     def __init__(self, source: str):
         self.source = source
@@ -261,25 +276,49 @@ class _Reader:
             raise self.fail(_join(path, key), "missing required field")
         return d[key]
 
-    def num(self, v: Any, path: str, lo: float | None = 0.0, strict: bool = False) -> float:
+    def num(self, v: Any, path: str, rng: L.Range) -> float:
+        """A JSON number (never a boolean, string or null), finite and in ``rng`` (SPEC §7)."""
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise self.fail(path, f"expected a number, got {_kind(v)}")
-        x = float(v)
+        try:
+            x = float(v)
+        except OverflowError:
+            x = math.inf
         if not math.isfinite(x):
-            raise self.fail(path, f"must be finite, got {v}")
-        if lo is not None and (x < lo or (strict and x == lo)):
-            raise self.fail(path, f"must be {'>' if strict else '>='} {lo:g}, got {v}")
+            raise self.fail(path, f"must be finite, got {L.shorten(v)}")
+        why = rng.problem(x)
+        if why is not None:
+            raise self.fail(path, why)
         return x
 
-    def int_(self, v: Any, path: str, lo: int = 0) -> int:
-        if isinstance(v, bool) or not isinstance(v, int):
-            if isinstance(v, float) and v.is_integer():
-                v = int(v)
-            else:
-                raise self.fail(path, f"expected an integer, got {_kind(v)}")
-        if v < lo:
-            raise self.fail(path, f"must be >= {lo}, got {v}")
+    def int_(self, v: Any, path: str, lo: int = 0, hi: int = L.MAX_GPUS) -> int:
+        """A JSON integer (``2.0`` too; never a boolean) in ``[lo, hi]``."""
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise self.fail(path, f"expected an integer, got {_kind(v)}")
+        if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()):
+            raise self.fail(path, f"expected an integer, got {L.shorten(v)}")
+        if not lo <= v <= hi:
+            raise self.fail(path, f"must be in [{lo}, {hi}], got {L.shorten(v)}")
         return int(v)
+
+    def opt_obj(self, v: Any, path: str) -> dict:
+        """An optional object: null means empty; any other non-object (``[]``, ``""``, ``0``) is an error."""
+        return {} if v is None else self.obj(v, path)
+
+    def opt_lst(self, v: Any, path: str) -> list:
+        return [] if v is None else self.lst(v, path)
+
+    def count(self, items: list, path: str, most: int, what: str) -> list:
+        if len(items) > most:
+            raise self.fail(path, f"{len(items)} {what} (at most {most})")
+        return items
+
+    def extra(self, d: dict, known: set[str], path: str) -> dict[str, Any]:
+        """Unknown fields, kept and written back: their numbers must be finite."""
+        out = {k: v for k, v in d.items() if k not in known}
+        for k, v in out.items():
+            L.check_free_value(v, self.source, _join(path, k))
+        return out
 
     def str_(self, v: Any, path: str) -> str:
         if not isinstance(v, str) or not v:
@@ -299,8 +338,12 @@ class _Reader:
             raise self.fail("format", f"unsupported format {f!r} (this jctlab reads {expected!r})")
 
 
-class _InstanceReader(_Reader):
+class _InstanceReader(FieldReader):
     KNOWN_TOP = {"format", "name", "problem", "objective", "cluster", "jobs"}
+    KNOWN_CLUSTER = {"nodes", "intra_node_gbps", "inter_node_gbps", "locality_penalty", "split", "interference",
+                     "restart_s", "qpi_factor", "pcie_interference"}
+    KNOWN_NODE = {"name", "cpus", "mem_gb", "gpus"}
+    KNOWN_GPU = {"type", "variability", "socket", "switch"}
     KNOWN_JOB = {
         "name", "model", "arrival", "batch", "iterations", "samples_per_s", "comm_mb", "sizes",
         "class", "weight", "cpu_mem", "ps", "measured",
@@ -313,7 +356,7 @@ class _InstanceReader(_Reader):
         problem = self.choice(self.get(d, "problem", ""), "problem", PROBLEMS)
         objective = self.choice(d.get("objective", "mean_jct"), "objective", OBJECTIVES)
         cluster = self.cluster(self.obj(self.get(d, "cluster", ""), "cluster"))
-        jobs_raw = self.lst(self.get(d, "jobs", ""), "jobs")
+        jobs_raw = self.count(self.lst(self.get(d, "jobs", ""), "jobs"), "jobs", L.MAX_JOBS, "jobs")
         if not jobs_raw:
             raise self.fail("jobs", "an instance needs at least one job")
         jobs = tuple(self.job(j, f"jobs[{i}]", cluster) for i, j in enumerate(jobs_raw))
@@ -325,15 +368,17 @@ class _InstanceReader(_Reader):
         if problem == "static" and any(j.arrival != 0 for j in jobs):
             i = next(i for i, j in enumerate(jobs) if j.arrival != 0)
             raise self.fail(f"jobs[{i}].arrival", "static instances have every arrival at 0")
-        extra = {k: v for k, v in d.items() if k not in self.KNOWN_TOP}
+        extra = self.extra(d, self.KNOWN_TOP, "")
         return Instance(name, problem, objective, cluster, jobs, extra)
 
     def cluster(self, c: dict) -> Cluster:
-        nodes_raw = self.lst(self.get(c, "nodes", "cluster"), "cluster.nodes")
+        nodes_raw = self.count(self.lst(self.get(c, "nodes", "cluster"), "cluster.nodes"), "cluster.nodes",
+                               L.MAX_NODES, "nodes")
         if not nodes_raw:
             raise self.fail("cluster.nodes", "a cluster needs at least one node")
         nodes = []
         names: set[str] = set()
+        total = 0
         for i, n in enumerate(nodes_raw):
             p = f"cluster.nodes[{i}]"
             n = self.obj(n, p)
@@ -343,41 +388,63 @@ class _InstanceReader(_Reader):
             if ":" in name:
                 raise self.fail(f"{p}.name", "node names may not contain ':'")
             names.add(name)
-            cpus = self.num(n.get("cpus", 0), f"{p}.cpus")
-            mem = self.num(n.get("mem_gb", 0), f"{p}.mem_gb")
+            cpus = self.num(n.get("cpus", 0), f"{p}.cpus", L.CPUS)
+            mem = self.num(n.get("mem_gb", 0), f"{p}.mem_gb", L.MEM_GB)
             gpus = []
-            for k, g in enumerate(self.lst(n.get("gpus", []), f"{p}.gpus")):
+            gl = self.opt_lst(n.get("gpus"), f"{p}.gpus")
+            total += len(gl)
+            if total > L.MAX_GPUS:
+                raise self.fail(f"{p}.gpus", f"the cluster has more than {L.MAX_GPUS} GPUs")
+            for k, g in enumerate(gl):
                 gp = f"{p}.gpus[{k}]"
                 g = self.obj(g, gp)
                 t = self.str_(self.get(g, "type", gp), f"{gp}.type")
-                var = self.obj(g.get("variability") or {}, f"{gp}.variability")
-                var = {str(cl): self.num(x, f"{gp}.variability.{cl}") for cl, x in var.items()}
-                gpus.append(GPU(name, k, t, var))
-            nodes.append(Node(name, cpus, mem, tuple(gpus)))
+                var = self.opt_obj(g.get("variability"), f"{gp}.variability")
+                var = {str(cl): self.num(x, f"{gp}.variability.{cl}", L.VARIABILITY) for cl, x in var.items()}
+                sock, sw = (None if g.get(f) is None else self.int_(g[f], f"{gp}.{f}", 0, _TOPOLOGY_MAX)
+                            for f in ("socket", "switch"))
+                gpus.append(GPU(name, k, t, var, sock, sw, self.extra(g, self.KNOWN_GPU, gp)))
+            self.topology(gpus, p)
+            nodes.append(Node(name, cpus, mem, tuple(gpus), self.extra(n, self.KNOWN_NODE, p)))
         if not any(n.gpus for n in nodes):
             raise self.fail("cluster.nodes", "the cluster has no GPU")
-        inter = self.obj(c.get("interference") or {}, "cluster.interference")
+        inter = self.opt_obj(c.get("interference"), "cluster.interference")
         interference = {}
         for a, row in inter.items():
             row = self.obj(row, f"cluster.interference.{a}")
             interference[str(a)] = {
-                str(b): self.num(x, f"cluster.interference.{a}.{b}") for b, x in row.items()
+                str(b): self.num(x, f"cluster.interference.{a}.{b}", L.INTERFERENCE) for b, x in row.items()
             }
         return Cluster(
             nodes=tuple(nodes),
-            intra_node_gbps=self.num(c.get("intra_node_gbps", 100.0), "cluster.intra_node_gbps", 0, True),
-            inter_node_gbps=self.num(c.get("inter_node_gbps", 25.0), "cluster.inter_node_gbps", 0, True),
-            locality_penalty=self.num(c.get("locality_penalty", 1.0), "cluster.locality_penalty", 1.0),
+            intra_node_gbps=self.num(c.get("intra_node_gbps", 100.0), "cluster.intra_node_gbps", L.BANDWIDTH),
+            inter_node_gbps=self.num(c.get("inter_node_gbps", 25.0), "cluster.inter_node_gbps", L.BANDWIDTH),
+            locality_penalty=self.num(c.get("locality_penalty", 1.0), "cluster.locality_penalty", L.LOCALITY),
             split=self.choice(c.get("split", "proportional"), "cluster.split", SPLITS),
             interference=interference,
-            restart_s=self.num(c.get("restart_s", 0.0), "cluster.restart_s"),
+            restart_s=self.num(c.get("restart_s", 0.0), "cluster.restart_s", L.TIME),
+            qpi_factor=self.num(c.get("qpi_factor", 1.0), "cluster.qpi_factor", L.LOCALITY),
+            pcie_interference=self.num(c.get("pcie_interference", 0.0), "cluster.pcie_interference",
+                                       L.INTERFERENCE),
+            extra=self.extra(c, self.KNOWN_CLUSTER, "cluster"),
         )
+
+    def topology(self, gpus: list[GPU], p: str) -> None:
+        """A PCIe switch hangs off one CPU socket: its GPUs name the same socket (or none of them does)."""
+        seen: dict[int, tuple[int | None, int]] = {}
+        for g in gpus:
+            if g.switch is None:
+                continue
+            first = seen.setdefault(g.switch, (g.socket, g.index))
+            if first[0] != g.socket:
+                raise self.fail(f"{p}.gpus[{g.index}].socket", f"switch {g.switch} also holds GPU {first[1]} "
+                                f"on socket {first[0]}: a PCIe switch hangs off one socket")
 
     def job(self, j: Any, p: str, cluster: Cluster) -> Job:
         j = self.obj(j, p)
         name = self.str_(self.get(j, "name", p), f"{p}.name")
         sps_raw = self.obj(self.get(j, "samples_per_s", p), f"{p}.samples_per_s")
-        sps = {str(t): self.num(x, f"{p}.samples_per_s.{t}") for t, x in sps_raw.items()}
+        sps = {str(t): self.num(x, f"{p}.samples_per_s.{t}", L.RATE) for t, x in sps_raw.items()}
         if not any(x > 0 for x in sps.values()):
             raise self.fail(f"{p}.samples_per_s", "no GPU type can host this job (all rates are 0)")
         sizes_raw = self.lst(j.get("sizes", [1]), f"{p}.sizes")
@@ -396,52 +463,59 @@ class _InstanceReader(_Reader):
         cpu_mem = None
         if j.get("cpu_mem") is not None:
             cm = self.obj(j["cpu_mem"], f"{p}.cpu_mem")
-            lv = self.lst(self.get(cm, "levels", f"{p}.cpu_mem"), f"{p}.cpu_mem.levels")
+            self.extra(cm, {"levels"}, f"{p}.cpu_mem")
+            lv = self.count(self.lst(self.get(cm, "levels", f"{p}.cpu_mem"), f"{p}.cpu_mem.levels"),
+                            f"{p}.cpu_mem.levels", L.MAX_LEVELS, "levels")
             levels = []
             for i, row in enumerate(lv):
                 rp = f"{p}.cpu_mem.levels[{i}]"
                 row = self.lst(row, rp)
                 if len(row) != 3:
                     raise self.fail(rp, "expected [cpus_per_gpu, mem_gb_per_gpu, speedup]")
-                levels.append((self.num(row[0], rp + "[0]"), self.num(row[1], rp + "[1]"),
-                               self.num(row[2], rp + "[2]", 0, True)))
+                levels.append((self.num(row[0], rp + "[0]", L.CPUS), self.num(row[1], rp + "[1]", L.MEM_GB),
+                               self.num(row[2], rp + "[2]", L.SPEEDUP)))
             if not levels:
                 raise self.fail(f"{p}.cpu_mem.levels", "needs at least one level")
             cpu_mem = CpuMem(tuple(levels))
         ps = None
         if j.get("ps") is not None:
             pr = self.obj(j["ps"], f"{p}.ps")
+            self.extra(pr, {"max_ps", "ps_cpus", "theta"}, f"{p}.ps")
             theta = self.lst(self.get(pr, "theta", f"{p}.ps"), f"{p}.ps.theta")
             if len(theta) != 4:
                 raise self.fail(f"{p}.ps.theta", "expected four overhead terms [t1, t2, t3, t4]")
             ps = PSConfig(
-                max_ps=self.int_(self.get(pr, "max_ps", f"{p}.ps"), f"{p}.ps.max_ps", 1),
-                ps_cpus=self.num(pr.get("ps_cpus", 0), f"{p}.ps.ps_cpus"),
-                theta=tuple(self.num(t, f"{p}.ps.theta[{i}]") for i, t in enumerate(theta)),  # type: ignore[arg-type]
+                max_ps=self.int_(self.get(pr, "max_ps", f"{p}.ps"), f"{p}.ps.max_ps", 1, L.MAX_PS),
+                ps_cpus=self.num(pr.get("ps_cpus", 0), f"{p}.ps.ps_cpus", L.CPUS),
+                theta=tuple(self.num(t, f"{p}.ps.theta[{i}]", L.THETA) for i, t in enumerate(theta)),  # type: ignore[arg-type]
             )
+            held = _ps_room(cluster, ps.ps_cpus)
+            if ps.max_ps > held:
+                raise self.fail(f"{p}.ps.max_ps", f"{ps.max_ps} parameter servers of {ps.ps_cpus:g} CPUs: the "
+                                f"cluster's CPUs hold at most {held}")
         measured: dict[str, dict[int, float]] = {}
-        for key, table in self.obj(j.get("measured") or {}, f"{p}.measured").items():
+        for key, table in self.opt_obj(j.get("measured"), f"{p}.measured").items():
             mp = f"{p}.measured.{key}"
             table = self.obj(table, mp)
             row = {}
             for n, x in table.items():
-                try:
-                    k = int(n)
-                except (TypeError, ValueError):
-                    raise self.fail(f"{mp}.{n}", "GPU counts are integer keys") from None
-                row[k] = self.num(x, f"{mp}.{n}", 0, True)
+                n = str(n)
+                if not _COUNT_KEY.fullmatch(n) or not 1 <= int(n) <= L.MAX_GPUS:
+                    raise self.fail(f"{mp}.{n[:40]}", f"GPU counts are integer keys in [1, {L.MAX_GPUS}]")
+                row[int(n)] = self.num(x, f"{mp}.{n}", L.MEASURED)
             measured[str(key)] = row
-        extra = {k: v for k, v in j.items() if k not in self.KNOWN_JOB}
+        comm = j.get("comm_mb")
+        extra = self.extra(j, self.KNOWN_JOB, p)
         return Job(
             name=name,
-            arrival=self.num(self.get(j, "arrival", p), f"{p}.arrival"),
-            batch=self.num(self.get(j, "batch", p), f"{p}.batch", 0, True),
-            iterations=self.num(self.get(j, "iterations", p), f"{p}.iterations", 0, True),
+            arrival=self.num(self.get(j, "arrival", p), f"{p}.arrival", L.TIME),
+            batch=self.num(self.get(j, "batch", p), f"{p}.batch", L.BATCH),
+            iterations=self.num(self.get(j, "iterations", p), f"{p}.iterations", L.ITERATIONS),
             samples_per_s=sps,
-            comm_mb=self.num(j.get("comm_mb", 0.0) or 0.0, f"{p}.comm_mb"),
+            comm_mb=0.0 if comm is None else self.num(comm, f"{p}.comm_mb", L.COMM_MB),
             sizes=sizes,
             job_class=cls,
-            weight=self.num(j.get("weight", 1.0), f"{p}.weight", 0, True),
+            weight=self.num(j.get("weight", 1.0), f"{p}.weight", L.WEIGHT),
             model=model,
             cpu_mem=cpu_mem,
             ps=ps,
@@ -450,8 +524,10 @@ class _InstanceReader(_Reader):
         )
 
 
-class _ScheduleReader(_Reader):
+class _ScheduleReader(FieldReader):
     KNOWN_TOP = {"format", "instance", "method", "segments", "claimed"}
+    KNOWN_SEGMENT = {"job", "start", "end", "gpus", "ps_nodes", "cpus_per_gpu", "mem_gb_per_gpu"}
+    KNOWN_CLAIMED = {"objective", "lower_bound", "status", "runtime_s"}
 
     def read(self, d: Any) -> Schedule:
         d = self.obj(d, "(top level)")
@@ -459,33 +535,50 @@ class _ScheduleReader(_Reader):
         inst = self.str_(self.get(d, "instance", ""), "instance")
         method = self.str_(d.get("method", "unknown"), "method")
         segs = []
-        for i, s in enumerate(self.lst(self.get(d, "segments", ""), "segments")):
+        seg_raw = self.count(self.lst(self.get(d, "segments", ""), "segments"), "segments", L.MAX_SEGMENTS, "segments")
+        for i, s in enumerate(seg_raw):
             p = f"segments[{i}]"
             s = self.obj(s, p)
-            start = self.num(self.get(s, "start", p), f"{p}.start")
+            start = self.num(self.get(s, "start", p), f"{p}.start", _SCHEDULE_TIME)
             end = s.get("end")
-            end = None if end is None else self.num(end, f"{p}.end")
+            end = None if end is None else self.num(end, f"{p}.end", _SCHEDULE_TIME)
             gpus = tuple(self.str_(g, f"{p}.gpus[{k}]") for k, g in enumerate(self.lst(self.get(s, "gpus", p), f"{p}.gpus")))
-            psn = tuple(self.str_(n, f"{p}.ps_nodes[{k}]") for k, n in enumerate(self.lst(s.get("ps_nodes") or [], f"{p}.ps_nodes")))
+            psn = tuple(self.str_(n, f"{p}.ps_nodes[{k}]") for k, n in enumerate(self.opt_lst(s.get("ps_nodes"), f"{p}.ps_nodes")))
             cpg = s.get("cpus_per_gpu")
             mpg = s.get("mem_gb_per_gpu")
-            cpg = None if cpg is None else self.num(cpg, f"{p}.cpus_per_gpu")
-            mpg = None if mpg is None else self.num(mpg, f"{p}.mem_gb_per_gpu")
+            cpg = None if cpg is None else self.num(cpg, f"{p}.cpus_per_gpu", L.CPUS)
+            mpg = None if mpg is None else self.num(mpg, f"{p}.mem_gb_per_gpu", L.MEM_GB)
+            self.extra(s, self.KNOWN_SEGMENT, p)   # unknown segment fields are not kept, but must be finite
             segs.append(Segment(self.str_(self.get(s, "job", p), f"{p}.job"), start, end, Allocation(gpus, psn, cpg, mpg)))
         claimed = None
         if d.get("claimed") is not None:
             c = self.obj(d["claimed"], "claimed")
+            self.extra(c, self.KNOWN_CLAIMED, "claimed")
             obj = c.get("objective")
             lb = c.get("lower_bound")
             rt = c.get("runtime_s")
             claimed = Claimed(
-                objective=None if obj is None else self.num(obj, "claimed.objective", None),
-                lower_bound=None if lb is None else self.num(lb, "claimed.lower_bound", None),
+                objective=None if obj is None else self.num(obj, "claimed.objective", _SCHEDULE_TIME),
+                lower_bound=None if lb is None else self.num(lb, "claimed.lower_bound", _ANY),
                 status=self.choice(c.get("status", "feasible"), "claimed.status", STATUSES),
-                runtime_s=None if rt is None else self.num(rt, "claimed.runtime_s"),
+                runtime_s=None if rt is None else self.num(rt, "claimed.runtime_s", L.RUNTIME),
             )
-        extra = {k: v for k, v in d.items() if k not in self.KNOWN_TOP}
+        extra = self.extra(d, self.KNOWN_TOP, "")
         return Schedule(inst, method, tuple(segs), claimed, extra)
+
+
+_COUNT_KEY = re.compile(r"[0-9]{1,7}")
+#: a schedule's times and objective: finite and >= 0 (no upper limit: a valid instance's jobs may run for
+#: far longer than the 1e9 s of its arrivals, and every valid schedule of it must be writable)
+_SCHEDULE_TIME = L.Range(0, math.inf)
+_ANY = L.Range(-math.inf, math.inf)
+
+
+def _ps_room(cluster: Cluster, ps_cpus: float) -> int:
+    """How many parameter servers of ``ps_cpus`` CPUs the cluster's CPUs hold (at most MAX_PS)."""
+    if ps_cpus <= 0:
+        return L.MAX_PS
+    return min(L.MAX_PS, sum(int(n.cpus / ps_cpus + 1e-9) for n in cluster.nodes))
 
 
 # --------------------------------------------------------------------------- writers
@@ -500,8 +593,11 @@ def instance_to_dict(inst: Instance) -> dict[str, Any]:
             gd: dict[str, Any] = {"type": g.type}
             if g.variability:
                 gd["variability"] = dict(g.variability)
-            gpus.append(gd)
-        nodes.append({"name": n.name, "cpus": n.cpus, "mem_gb": n.mem_gb, "gpus": gpus})
+            for f in ("socket", "switch"):
+                if getattr(g, f) is not None:
+                    gd[f] = getattr(g, f)
+            gpus.append({**gd, **g.extra})
+        nodes.append({"name": n.name, "cpus": n.cpus, "mem_gb": n.mem_gb, "gpus": gpus, **n.extra})
     jobs = []
     for j in inst.jobs:
         jd: dict[str, Any] = {"name": j.name}
@@ -518,6 +614,9 @@ def instance_to_dict(inst: Instance) -> dict[str, Any]:
             jd["measured"] = {k: {str(n): x for n, x in row.items()} for k, row in j.measured.items()}
         jd.update(j.extra)
         jobs.append(jd)
+    # v1.1 fields are written only when set, so a v1 file writes back as it was
+    topology = {k: v for k, v, default in (("qpi_factor", c.qpi_factor, 1.0),
+                                           ("pcie_interference", c.pcie_interference, 0.0)) if v != default}
     out: dict[str, Any] = {
         "format": INSTANCE_FORMAT, "name": inst.name, "problem": inst.problem,
         "objective": inst.objective,
@@ -525,6 +624,8 @@ def instance_to_dict(inst: Instance) -> dict[str, Any]:
             "nodes": nodes, "intra_node_gbps": c.intra_node_gbps, "inter_node_gbps": c.inter_node_gbps,
             "locality_penalty": c.locality_penalty, "split": c.split,
             "interference": {a: dict(r) for a, r in c.interference.items()}, "restart_s": c.restart_s,
+            **topology,
+            **c.extra,
         },
         "jobs": jobs,
     }
@@ -554,17 +655,8 @@ def schedule_to_dict(s: Schedule) -> dict[str, Any]:
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise InputError(str(p), "", "no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(str(p), "", f"cannot read: {e.__class__.__name__}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(str(p), "", f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    """A JSON input file, size and nesting checked before it is parsed (:func:`jctlab.limits.read_json`)."""
+    return L.read_json(path)
 
 
 def load_instance(path: str | os.PathLike) -> Instance:

@@ -101,10 +101,11 @@ def _run(inst: Instance, sched: Schedule) -> tuple[Engine, list[list[Segment]]]:
         eng.pop_completions(t + time_tol(t))
         last = k == len(per_job[j]) - 1
         if kind == 0:
-            if eng.completion[j] is not None:
-                if not last:
+            c = eng.completion[j]
+            if c is not None:
+                if not last or c < t - time_tol(t):   # a segment holds its GPUs until its end: none past the work
                     raise InvalidSchedule(
-                        f"job {inst.jobs[j].name} completes at {eng.completion[j]:g}, before its segment {k} ends")
+                        f"job {inst.jobs[j].name} completes at {c:g}, before its segment {k} ends at {t:g}")
                 continue
             eng.stop(j, t)
             if eng.completion[j] is not None and not last:

@@ -6,9 +6,15 @@ parameter server on the node; memory: ``mem_gb_per_gpu`` per GPU (null: mem_gb /
 
 from __future__ import annotations
 
+import itertools
+import time
 from typing import Mapping, Sequence
 
 from .model import Allocation, Cluster, Job
+from .speed import ps_counts
+
+#: parameter-server placements tried per GPU set at most (see :func:`ps_placements`)
+MAX_PS_PLACEMENTS = 512
 
 
 def node_demand(job: Job, alloc: Allocation, cluster: Cluster) -> tuple[dict[str, float], dict[str, float]]:
@@ -64,3 +70,39 @@ def gpu_room(cluster: Cluster, n: str, cpu_used: Mapping[str, float]) -> float:
     node = cluster.node[n]
     fair = node.fair_cpus
     return float("inf") if fair <= 0 else (node.cpus - cpu_used.get(n, 0.0) + 1e-9) // fair
+
+
+def ps_placements(job: Job, n: int, gpu_nodes: Sequence[str], pool: Sequence[str],
+                  limit: int = MAX_PS_PLACEMENTS, deadline: float | None = None) -> tuple[list[tuple[str, ...]], bool]:
+    """(placements, complete): the multisets of nodes of ``pool`` that can host the parameter servers of
+    ``job`` on ``n`` workers whose GPUs are on ``gpu_nodes``, for every count of :func:`jctlab.speed.ps_counts`
+    (``[()]`` for a job without PS). Compact placements come first (each count on each GPU node alone,
+    and round-robin over them), then every multiset by count (none when servers take no CPUs: the compact
+    ones dominate them), as sorted tuples; at most ``limit`` of them and none after ``deadline``
+    (``time.perf_counter()``): ``complete`` says that none was left out.
+    Bounded whatever ``max_ps`` and the node count are (a multiset enumeration grows as C(k + p − 1, p))."""
+    if job.ps is None:
+        return [()], True
+    counts = ps_counts(job, n)
+    # the fastest count first, then halving it (few servers, few CPUs), then the others
+    key = {counts[-1] >> i for i in range(counts[-1].bit_length())}
+    counts = sorted(counts, key=lambda p: (p not in key, -p if p in key else p))
+    home = sorted(set(gpu_nodes) & set(pool)) or sorted(pool)[:1]
+    out: dict[tuple[str, ...], None] = {}
+    for p in counts:
+        for v in home:
+            out[(v,) * p] = None
+        out[tuple(sorted((home * p)[:p]))] = None
+        if len(out) > limit:
+            return list(out)[:limit], False
+    if job.ps.ps_cpus <= 0:   # servers take nothing: spanning no more than the GPUs is all that matters
+        return list(out), True
+    names = sorted(pool)
+    for p in sorted(counts):
+        for k, ps in enumerate(itertools.combinations_with_replacement(names, p)):
+            if ps in out:
+                continue
+            if len(out) >= limit or (deadline is not None and k % 64 == 0 and time.perf_counter() > deadline):
+                return list(out), False
+            out[ps] = None
+    return list(out), True

@@ -2,7 +2,11 @@
 
 The simulator calls ``policy.decide(sim)`` at every decision point (a batch of arrivals and
 completions at one instant, and at every multiple of ``round_s`` seconds when rounds are asked for;
-rounds on an idle, empty cluster are skipped). The policy
+rounds on an idle, empty cluster are skipped). Its work is bounded by the instance, not by a ratio of
+two of its numbers (SPEC §7): a round so short that some job alone spans more than ``MAX_ROUNDS`` of
+them, or restarts that span more than ``MAX_RESTART_ROUNDS``, are refused before the run
+(:func:`check_rounds`), and a run that makes more decisions than ``max_decisions`` (a policy that
+keeps preempting and never finishes) stops with :class:`PolicyError`. The policy
 reads the state (``sim.now``, ``sim.waiting``, ``sim.engine``...) and returns :class:`Start` and
 :class:`Preempt` actions; the simulator applies preemptions first, then starts, through the same
 :class:`Engine` that replay uses, so an action that breaks a rule fails at once. The schedule it
@@ -17,8 +21,9 @@ from dataclasses import dataclass
 from typing import Iterable, Protocol, Union, runtime_checkable
 
 from .engine import Engine
-from .errors import InvalidSchedule
-from .model import Allocation, Claimed, Instance, Schedule, Segment
+from .errors import InputError, InvalidSchedule
+from .limits import MAX_RESTART_ROUNDS, MAX_ROUNDS
+from .model import Allocation, Claimed, Instance, Job, Schedule, Segment
 from .replay import Replay, replay
 
 
@@ -52,16 +57,57 @@ class PolicyError(RuntimeError):
     """A policy asked for something impossible, or left jobs waiting forever."""
 
 
+def least_run_time(job: Job, inst: Instance) -> float:
+    """A lower bound of ``job``'s run time on any allocation (SPEC §2): its iterations at the per-iteration
+    time of its largest size with every GPU at the best rate any GPU of the cluster gives it (compute only:
+    communication, the locality penalty and interference only add), or at its best measured throughput,
+    sped up by its best CPU/memory level. ``inf`` when no GPU of the cluster can host it."""
+    cl = inst.cluster
+    best_rate = max((job.samples_per_s.get(g.type, 0.0) / g.factor(job.job_class) for g in cl.gpus), default=0.0)
+    top = max(job.sizes)
+    t = job.batch / (top * best_rate) if best_rate > 0 else float("inf")
+    low_var = min((g.factor(job.job_class) for g in cl.gpus), default=1.0)
+    for row in job.measured.values():
+        for v in row.values():
+            t = min(t, low_var / v)
+    speedup = max([1.0] + [lv[2] for lv in (job.cpu_mem.levels if job.cpu_mem else ())])
+    return job.iterations * t / speedup
+
+
+def check_rounds(inst: Instance, round_s: float) -> None:
+    """Refuse (InputError naming the field) rounds that would make the run's length a ratio of two numbers:
+    a job that alone spans more than MAX_ROUNDS rounds, or restarts longer than MAX_RESTART_ROUNDS rounds."""
+    restart = inst.cluster.restart_s
+    if inst.problem == "preemptive" and restart / round_s > MAX_RESTART_ROUNDS:
+        raise InputError(inst.name, "cluster.restart_s",
+                         f"a restart of {restart:g} s spans {restart / round_s:.3g} rounds of {round_s:g} s "
+                         f"(at most {MAX_RESTART_ROUNDS}): use longer rounds (--round)")
+    runs = [(t, j) for j in inst.jobs if math.isfinite(t := least_run_time(j, inst))]
+    if not runs:
+        return
+    t, longest = max(runs, key=lambda x: x[0])
+    need = t / round_s
+    if need > MAX_ROUNDS:
+        raise InputError(inst.name, "--round",
+                         f"job {longest.name} alone runs at least {need * round_s:.3g} s: {need:.3g} rounds of "
+                         f"{round_s:g} s (at most {MAX_ROUNDS}); use longer rounds")
+
+
 class Simulator:
     def __init__(self, inst: Instance, policy: Policy, round_s: float | None = None, method: str | None = None):
         if round_s is None:   # a round-based policy's own rounds (without them it would never be asked)
             round_s = getattr(policy, "round_s", None)
         if round_s is not None and not round_s > 0:
             raise ValueError("round length must be > 0")
+        if round_s is not None:
+            check_rounds(inst, round_s)
         self.inst = inst
         self.policy = policy
         self.round_s = round_s
         self.method = method or type(policy).__name__
+        #: decision points allowed before the run is stopped as never ending: every round the longest job
+        #: could need twice over, plus arrivals, completions and preemptions in plenty
+        self.max_decisions = 2 * MAX_ROUNDS + 100 * len(inst.jobs) + 1000
         self.engine = Engine(inst)
         self.now = 0.0
         self.reasons: frozenset[str] = frozenset()
@@ -71,6 +117,9 @@ class Simulator:
         self._open: dict[int, tuple[float, Allocation]] = {}
         self._segments: list[Segment] = []
         self.decisions = 0
+        self._order = sorted(range(len(inst.jobs)), key=lambda j: (inst.jobs[j].arrival, j))
+        self._ai = 0                          # next arrival in _order
+        self._next_round = 0.0 if round_s else math.inf   # rounds on the grid 0, R, 2R, ...
 
     # --------------------------------------------------------------------- views
     @property
@@ -81,50 +130,73 @@ class Simulator:
     def free(self) -> dict[str, set[str]]:
         return self.engine.free
 
+    @property
+    def arrivals_left(self) -> int:
+        """Jobs that have not arrived yet (an online policy may not look at them, only count them)."""
+        return len(self._order) - self._ai
+
     def free_count(self) -> int:
         return sum(len(s) for s in self.engine.free.values())
 
     # --------------------------------------------------------------------- run
     def run(self) -> tuple[Schedule, Replay]:
         t_begin = time.perf_counter()
+        while self.advance():
+            self.apply(self.policy.decide(self))
+            if self.stuck():
+                raise PolicyError(
+                    f"policy {self.method} leaves {len(self.waiting)} job(s) waiting on an idle cluster")
+        return self.finish(time.perf_counter() - t_begin)
+
+    def advance(self) -> bool:
+        """Move to the next decision point (completions, arrivals and round ticks of one instant, applied
+        to the state); False once every job is done. ``run`` is ``advance`` / ``apply`` / ``finish``; an
+        agent that acts step by step (``rl.envs``) drives the same three. Each decision point counts
+        against ``max_decisions``, whoever drives the run."""
         inst, eng = self.inst, self.engine
-        order = sorted(range(len(inst.jobs)), key=lambda j: (inst.jobs[j].arrival, j))
-        n = len(order)
-        ai = 0
+        n = len(self._order)
+        if self.done == n:
+            return False
+        if self.decisions >= self.max_decisions:
+            raise PolicyError(f"policy {self.method} made {self.decisions} decisions and {self.done} of {n} "
+                              f"jobs are done at time {self.now:.6g}: stopped as never ending")
+        t_arr = inst.jobs[self._order[self._ai]].arrival if self._ai < n else math.inf
         R = self.round_s
-        next_round = 0.0 if R else math.inf  # rounds on the grid 0, R, 2R, ...
-        while self.done < n:
-            t_arr = inst.jobs[order[ai]].arrival if ai < n else math.inf
-            if R and not eng.running and not self.waiting and next_round < t_arr:
-                next_round = R * math.ceil(t_arr / R)  # skip empty rounds on an idle cluster
-            t = min(t_arr, eng.next_completion(), next_round)
-            if t == math.inf:
-                raise PolicyError(
-                    f"policy {self.method} leaves {len(self.waiting)} job(s) waiting on an idle cluster")
-            reasons = set()
-            for j, tc in eng.pop_completions(t):
-                self._close(j, None)
-                self.done += 1
-                reasons.add("completion")
-            while ai < n and inst.jobs[order[ai]].arrival <= t:
-                j = order[ai]
-                self.waiting[j] = None
-                self.arrived.append(j)
-                ai += 1
-                reasons.add("arrival")
-            if R and t >= next_round:
-                reasons.add("round")
-                next_round += R * max(1, math.floor((t - next_round) / R) + 1)
-            eng.now = self.now = t
-            self.reasons = frozenset(reasons)
-            if self.done == n:
-                break
-            self._apply(self.policy.decide(self), t)
+        if R and not eng.running and not self.waiting and self._next_round < t_arr:
+            self._next_round = R * math.ceil(t_arr / R)  # skip empty rounds on an idle cluster
+        t = min(t_arr, eng.next_completion(), self._next_round)
+        if t == math.inf:
+            raise PolicyError(
+                f"policy {self.method} leaves {len(self.waiting)} job(s) waiting on an idle cluster")
+        reasons = set()
+        for j, tc in eng.pop_completions(t):
+            self._close(j, None)
+            self.done += 1
+            reasons.add("completion")
+        while self._ai < n and inst.jobs[self._order[self._ai]].arrival <= t:
+            j = self._order[self._ai]
+            self.waiting[j] = None
+            self.arrived.append(j)
+            self._ai += 1
+            reasons.add("arrival")
+        if R and t >= self._next_round:
+            reasons.add("round")
+            self._next_round += R * max(1, math.floor((t - self._next_round) / R) + 1)
+        eng.now = self.now = t
+        self.reasons = frozenset(reasons)
+        if self.done < n:
             self.decisions += 1
-            if not eng.running and ai == n and self.waiting and (not self.round_s or "round" in reasons):
-                raise PolicyError(
-                    f"policy {self.method} leaves {len(self.waiting)} job(s) waiting on an idle cluster")
-        runtime = time.perf_counter() - t_begin
+            return True
+        return False
+
+    def stuck(self) -> bool:
+        """Jobs wait on an idle cluster and no arrival (or, with rounds, no round) will ask again."""
+        return (not self.engine.running and not self.arrivals_left and bool(self.waiting)
+                and (not self.round_s or "round" in self.reasons))
+
+    def finish(self, runtime: float) -> tuple[Schedule, Replay]:
+        """The schedule of the finished run, replayed, claiming the replayed objective."""
+        inst = self.inst
         segs = tuple(sorted(self._segments, key=lambda s: (s.start, inst.index[s.job])))
         sched = Schedule(inst.name, self.method, segs)
         rep = replay(inst, sched)
@@ -132,6 +204,10 @@ class Simulator:
             raise PolicyError(f"policy {self.method} produced an invalid schedule: {rep.error}")
         sched = sched.with_claim(Claimed(rep.objective, None, "feasible", runtime))
         return sched, rep
+
+    def apply(self, actions: Iterable[Action]) -> None:
+        """Apply ``actions`` now: preemptions first, then starts (a rule broken is a :class:`PolicyError`)."""
+        self._apply(actions, self.now)
 
     def _apply(self, actions: Iterable[Action], t: float) -> None:
         eng = self.engine

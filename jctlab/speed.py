@@ -1,15 +1,18 @@
 """The speed model of SPEC §2: the one place where per-iteration times are computed.
 
 Every solver, policy and the simulator get durations from here; nobody re-derives them.
-``base_iteration_time`` is everything but interference; ``interference_factor`` is the co-location
-multiplier, which the simulator applies piecewise while neighbours come and go.
+``base_iteration_time`` is everything but interference; ``interference_factor`` (classes sharing a
+node) and ``switch_factor`` (jobs sharing a PCIe switch) are the co-location multipliers, which the
+simulator applies piecewise while neighbours come and go. The cross-socket (QPI) factor of an
+allocation is part of its base time (:func:`cross_socket_factor`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Iterable
 
-from .model import Allocation, Cluster, Job
+from .model import GPU, Allocation, Cluster, Job
 
 
 class SpeedError(ValueError):
@@ -34,6 +37,29 @@ def ps_overhead_s(theta: tuple[float, float, float, float], n: int, p: int) -> f
     return t1 + t2 * n / p + t3 * n + t4 * p
 
 
+def ps_counts(job: Job, n: int) -> range:
+    """The parameter-server counts worth trying for ``job`` on ``n`` workers: 1..p*, p* the smallest integer
+    minimiser over [1, max_ps] of :func:`ps_overhead_s` (empty for a job without PS).
+
+    Exact for every search: the overhead t1 + t2·n/p + t3·n + t4·p is convex in p, so p* is found among
+    the integers next to sqrt(t2·n/t4) (max_ps when t4 = 0 < t2, 1 when t2 = 0). An allocation with
+    p > p* servers is dominated by the one that keeps p* of them: no slower (the overhead at p* is no
+    larger; the job spans no more nodes, so no locality penalty or interference it did not have), and no
+    more CPUs on any node; a schedule stays feasible and no worse when it uses the latter instead. When a
+    server takes no CPUs (``ps_cpus`` = 0) fewer servers save nothing either: only p* is worth trying."""
+    if job.ps is None:
+        return range(0)
+    t1, t2, t3, t4 = job.ps.theta
+    top = job.ps.max_ps
+    if t4 <= 0:
+        best = top if t2 > 0 else 1
+    else:
+        x = math.sqrt(t2 * n / t4)
+        near = {min(top, max(1, math.floor(x))), min(top, max(1, math.ceil(x)))}
+        best = min(near, key=lambda p: (ps_overhead_s(job.ps.theta, n, p), p))  # type: ignore[union-attr]
+    return range(best, best + 1) if job.ps.ps_cpus <= 0 else range(1, best + 1)
+
+
 def cpu_mem_speedup(job: Job, alloc: Allocation) -> float:
     if alloc.cpus_per_gpu is None and alloc.mem_gb_per_gpu is None:
         return 1.0
@@ -51,9 +77,36 @@ def cpu_mem_speedup(job: Job, alloc: Allocation) -> float:
     return s
 
 
+def spans_sockets(gpus: Iterable[GPU]) -> bool:
+    """Whether some node holds GPUs of the set on two or more CPU sockets (GPUs without a socket
+    count as no socket)."""
+    first: dict[str, int] = {}
+    for g in gpus:
+        if g.socket is not None and first.setdefault(g.node, g.socket) != g.socket:
+            return True
+    return False
+
+
+def cross_socket_factor(gpus: Iterable[GPU], cluster: Cluster) -> float:
+    """SPEC §2 (v1.1): ``qpi_factor`` when the GPUs span sockets of a node, else 1."""
+    if cluster.qpi_factor == 1.0:
+        return 1.0
+    return cluster.qpi_factor if spans_sockets(gpus) else 1.0
+
+
+def alloc_switches(alloc: Allocation, cluster: Cluster) -> frozenset[tuple[str, int]]:
+    """The (node, switch) PCIe switches that hold GPUs of the allocation."""
+    return frozenset((g.node, g.switch) for g in (cluster.gpu[i] for i in alloc.gpus) if g.switch is not None)
+
+
 def step_time(job: Job, alloc: Allocation, cluster: Cluster) -> float:
-    """compute + comm (with the locality penalty where it applies) for one iteration, no speedup."""
+    """compute + comm (with the locality penalty and the cross-socket factor where they apply) for one
+    iteration, no speedup."""
     gpus = [cluster.gpu[g] for g in alloc.gpus]
+    return _step_time(job, alloc, cluster, gpus) * cross_socket_factor(gpus, cluster)
+
+
+def _step_time(job: Job, alloc: Allocation, cluster: Cluster, gpus: list[GPU]) -> float:
     n = len(gpus)
     if n == 0:
         raise SpeedError(f"job {job.name} holds no GPU")
@@ -100,9 +153,17 @@ def interference_factor(job: Job, neighbour_classes: Iterable[str | None], clust
     return 1.0 + sum(cluster.interference_of(job.job_class, c) for c in neighbour_classes)
 
 
+def switch_factor(cluster: Cluster, switch_neighbours: int) -> float:
+    """SPEC §2 (v1.1): 1 + pcie_interference per other running job sharing a PCIe switch."""
+    return 1.0 + cluster.pcie_interference * switch_neighbours
+
+
 def iteration_time(job: Job, alloc: Allocation, cluster: Cluster,
-                   neighbour_classes: Iterable[str | None] = ()) -> float:
-    return base_iteration_time(job, alloc, cluster) * interference_factor(job, neighbour_classes, cluster)
+                   neighbour_classes: Iterable[str | None] = (), switch_neighbours: int = 0) -> float:
+    """Per-iteration time beside running neighbours: the classes of those sharing a node, and how many
+    share a PCIe switch with the job."""
+    return (base_iteration_time(job, alloc, cluster) * interference_factor(job, neighbour_classes, cluster)
+            * switch_factor(cluster, switch_neighbours))
 
 
 def duration(job: Job, alloc: Allocation, cluster: Cluster) -> float:

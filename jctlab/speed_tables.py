@@ -21,7 +21,8 @@ def step_times_by_counts(job: Job, cluster: Cluster, types: Sequence[str], count
     for the job's class (factor 1, so a duration depends on nothing else) and, for a PS job, one
     parameter server on a node of its GPUs. ``nan`` where :func:`jctlab.speed.step_time` raises
     :class:`jctlab.speed.SpeedError` (no GPU, or a type the job cannot use). Tests check it against
-    :func:`jctlab.speed.step_time` on concrete allocations.
+    :func:`jctlab.speed.step_time` on concrete allocations. It knows no topology: with a ``qpi_factor`` it
+    prices an allocation as if it stayed within one socket per node, which no real allocation beats.
     """
     return step_time_table([job], cluster, types, counts, spread)[0]
 

@@ -16,11 +16,12 @@ All three solve the ``static`` class (every job starts at 0 on its own GPUs) for
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
 from jctlab import registry
+from jctlab.argtypes import Choice, Count, Fairness, MarketStep
 from jctlab.errors import InputError
 from jctlab.model import Allocation, Instance, Schedule, Segment
 from jctlab.replay import replay
@@ -139,9 +140,9 @@ def exhaustive(inst: Instance, *, time_limit: float | None = None, threads: int 
 
 
 def matching(inst: Instance, *, time_limit: float | None = None, threads: int = 1, seed: int = 0,
-             hint: Schedule | None = None, inner: str = "market", pairs: bool = True,
-             width: int = 32, samples: int = 0, fairness: float = 0.0, market_step: float = 0.03,
-             fast: bool = True) -> Result:
+             hint: Schedule | None = None, inner: Annotated[str, Choice(("market", "stable"))] = "market",
+             pairs: bool = True, width: Count = 32, samples: Count = 0, fairness: Fairness = 0.0,
+             market_step: MarketStep = 0.03, fast: bool = True) -> Result:
     """Market-clearing type prices choose categories; matching assigns workers (deterministic).
 
     ``samples``/``fairness`` are accepted for a uniform signature: ``samples > 0`` delegates to the

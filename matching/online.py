@@ -17,6 +17,7 @@ from typing import Iterable
 import numpy as np
 
 from jctlab import registry
+from jctlab.argtypes import Count, Fairness
 from jctlab.errors import InputError
 from jctlab.model import Instance
 from jctlab.resources import cpus_fit, node_demand, ps_placement, with_cpu_room
@@ -119,12 +120,13 @@ class MatchingPolicy:
         return None
 
 
-def matching_policy(inst: Instance, seed: int = 0, **opts) -> MatchingPolicy:
+def matching_policy(inst: Instance, seed: int = 0, width: Count = 32, max_jobs: Count = 64, samples: Count = 0,
+                    fairness: Fairness = 0.0) -> MatchingPolicy:
     """The ``matching`` policy; with ``samples > 0`` the registered ``sampling`` policy (which builds on this
     one) with the matching policy's beam width unless given."""
-    if opts.get("samples", 0) > 0:
+    if samples > 0:
         sampling = registry.policy_factory("sampling")
         if sampling is None:
             raise InputError("command line", "--samples", "the sampling policy is not installed")
-        return sampling(inst, seed=seed, **{"width": 32, **opts})
-    return MatchingPolicy(inst, seed=seed, **opts)
+        return sampling(inst, seed=seed, width=width, max_jobs=max_jobs, samples=samples, fairness=fairness)
+    return MatchingPolicy(inst, seed=seed, width=width, max_jobs=max_jobs, samples=samples, fairness=fairness)

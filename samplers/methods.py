@@ -18,11 +18,13 @@ The lower bound is the Lagrangian bound of λ (valid without variability, PS and
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
+from jctlab.argtypes import Choice, Count, Fairness, MarketStep
 from jctlab.errors import InputError
+from jctlab.limits import Range
 from jctlab.model import Schedule
 from jctlab.result import Result, SolveStatus
 from matching.methods import (VERSION, check_static, finish, market_choice, market_failure, meets_bound,
@@ -113,10 +115,12 @@ def _sampler(menu, lam, sampler: str, temperature: float):
 
 
 def sampling(inst, *, time_limit: float | None = None, threads: int = 1, seed: int = 0,
-             hint: Schedule | None = None, samples: int = 32, fairness: float = 0.0,
-             sampler: str = "importance", temperature: float = 0.05, width: int = 16,
-             polish: bool = True, inner: str = "batch", market_step: float = 0.03, sweeps: int = 0,
-             beam_cap: int = 8, pair_sweeps: int = 1) -> Result:
+             hint: Schedule | None = None, samples: Annotated[int, Range(1, 1_000_000, integer=True)] = 32,
+             fairness: Fairness = 0.0, sampler: Annotated[str, Choice(("importance", "uniform"))] = "importance",
+             temperature: Annotated[float, Range(0, 1_000, lo_open=True)] = 0.05, width: Count = 16,
+             polish: bool = True, inner: Annotated[str, Choice(("batch", "beam"))] = "batch",
+             market_step: MarketStep = 0.03, sweeps: Count = 0,
+             beam_cap: Annotated[int, Range(1, 1_000_000, integer=True)] = 8, pair_sweeps: Count = 1) -> Result:
     """``inner="batch"`` (default): the distinct sampled categories are solved together, vectorized
     (:func:`sample_batch`: cheapest option of each size at the prices, repair, ``sweeps`` rounds of
     1-exchange); the market's own cleared choice and (``width > 0``) a beam search of width

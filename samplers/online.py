@@ -3,6 +3,7 @@ importance-sampled size categories (seeded: ``seed`` + decision number) and keep
 
 from __future__ import annotations
 
+from jctlab.argtypes import Count, Fairness
 from jctlab.model import Instance
 from matching.online import MatchingPolicy
 
@@ -18,6 +19,6 @@ class SamplingPolicy(MatchingPolicy):
         return alt
 
 
-def sampling_policy(inst: Instance, seed: int = 0, samples: int = 8, fairness: float = 0.0, width: int = 0,
-                    **opts) -> SamplingPolicy:
-    return SamplingPolicy(inst, seed=seed, samples=samples, fairness=fairness, width=width, **opts)
+def sampling_policy(inst: Instance, seed: int = 0, samples: Count = 8, fairness: Fairness = 0.0, width: Count = 0,
+                    max_jobs: Count = 64) -> SamplingPolicy:
+    return SamplingPolicy(inst, seed=seed, samples=samples, fairness=fairness, width=width, max_jobs=max_jobs)

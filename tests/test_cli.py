@@ -143,9 +143,9 @@ def test_solve_with_bnb_proves_and_says_why_when_it_does_not_apply(tmp_path, cap
     mk = tmp_path / "m.json"
     run(capsys, "make-instance", "offline", "--gpus", 4, "--nodes", 2, "--jobs", 4, "--objective", "makespan",
         "--out", mk)
-    code, out, _ = run(capsys, "solve", mk, "--method", "bnb", "--json")
-    res = json.loads(out)
-    assert code == 0 and res["status"] == "error" and "makespan" not in res["error"] and "objective" in res["error"]
+    code, out, err = run(capsys, "solve", mk, "--method", "bnb", "--json")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert f"{mk}: objective: method bnb minimizes mean_jct or weighted_jct, not makespan" in err
 
 
 def test_solve_names_the_busy_periods_it_solved_apart(tmp_path, capsys):

@@ -1352,7 +1352,7 @@ def test_aggregated_and_per_set_encodings_agree(seed, cpu_mem):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_twin_node_breaking_keeps_the_optimum(seed):
-    """Law: ordering identical nodes by their first job (formulations.offline_symmetry) leaves the optimum
+    """Law: ordering identical nodes by their first job (formulations.offline.symmetry) leaves the optimum
     of the exact and of the class model unchanged; the exact one is the brute-force optimum."""
     inst = offline_instance(gpus=6, nodes=3, jobs=4, types=("v100",), max_size=2, interarrival_s=300,
                             duration_h=(0.1, 1), locality_penalty=1.2, ps=seed % 2 == 1, cpu_mem=seed in (0, 4),
@@ -1444,7 +1444,7 @@ def test_dominance_filter_keeps_exactly_the_undominated_options(seed):
     for j, job in enumerate(inst.jobs):
         for nd in inst.cluster.nodes[:3]:
             for n in job.sizes:
-                opts = options_for_set(inst, j, tuple(g.id for g in nd.gpus[:n]), names, cap)
+                opts = options_for_set(inst, j, tuple(g.id for g in nd.gpus[:n]), names, cap).options
                 kept = undominated(opts)
                 long_lists += len(opts) > 16
                 ids = {id(k) for k in kept}
@@ -1466,7 +1466,7 @@ def test_options_of_a_gpu_set_are_every_placement_priced_alone(seed):
     for j, job in enumerate(inst.jobs):
         for gids in ((inst.cluster.nodes[0].gpus[0].id,), tuple(g.id for g in inst.cluster.gpus[2:6])):
             want = []
-            for psn in ps_choices(job, names):
+            for psn in ps_choices(job, names, gids)[0]:
                 for c, m in job.level_choices:
                     alloc = Allocation(gids, psn, c, m)
                     try:
@@ -1476,7 +1476,7 @@ def test_options_of_a_gpu_set_are_every_placement_priced_alone(seed):
                     dem = demand_of(inst, job, alloc)
                     if fits_alone(dem, cap):
                         want.append((alloc, d, dem))
-            got = [(o.alloc, o.dur, o.demand) for o in options_for_set(inst, j, gids, names, cap)]
+            got = [(o.alloc, o.dur, o.demand) for o in options_for_set(inst, j, gids, names, cap).options]
             assert got == want
             checked += len(got)
     assert checked > 50

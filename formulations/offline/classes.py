@@ -19,6 +19,7 @@ import itertools
 import math
 
 from jctlab.model import Instance, Job
+from jctlab.speed import ps_counts
 
 from .durations import single_node_lb, spread_duration_lb, spread_lb
 from .memo import fresh_lists, memo
@@ -178,7 +179,7 @@ def _class_options(inst: Instance, levels: bool) -> list[list[Option]]:
                     # applies; keeping all p of them on this node costs p servers' CPUs there, and p sets
                     # the PS overhead (p + 1 servers that are no faster than p are dropped: dominated)
                     d_prev = math.inf
-                    for p in range(1, job.ps.max_ps + 1):
+                    for p in ps_counts(job, n):
                         d_p = single_node_lb(inst, job, nd.name, n, p, lv)
                         local = {**dem, ("cpu", nd.name): dem[("cpu", nd.name)] + p * job.ps.ps_cpus}
                         if d_p < d_prev and fits_alone(local, cap):
@@ -228,8 +229,10 @@ def _node_complete_options(inst: Instance, limit: int) -> list[list[Option]] | N
     total = 0
     for job in inst.jobs:
         for nd in inst.cluster.nodes:
-            h = sum(1 for g in nd.gpus if job.can_use(g.type))
-            total += sum(math.comb(h, n) for n in job.sizes if n <= h) * len(ps_choices(job, node_names)) * len(job.level_choices)
+            nd_ids = [g.id for g in nd.gpus if job.can_use(g.type)]
+            h = len(nd_ids)
+            total += sum(math.comb(h, n) * len(ps_choices(job, node_names, nd_ids[:n])[0])
+                         for n in job.sizes if n <= h) * len(job.level_choices)
     if total > limit:
         return None
     out: list[list[Option]] = []
@@ -239,7 +242,10 @@ def _node_complete_options(inst: Instance, limit: int) -> list[list[Option]] | N
             ids = [g.id for g in nd.gpus if job.can_use(g.type)]
             for n in job.sizes:
                 for comb in itertools.combinations(ids, n):
-                    opts += undominated(options_for_set(inst, j, tuple(comb), node_names, cap))
+                    found = options_for_set(inst, j, tuple(comb), node_names, cap)
+                    if not found.complete:      # not every PS placement: no longer node-exact
+                        return None
+                    opts += undominated(found.options)
         for n in job.sizes:
             opts += spread_options(inst, j, n)
         out.append(opts)

@@ -74,7 +74,7 @@ def _concrete_options(inst: Instance, params: ConcreteParams,
     cap = capacities(inst)
     node_names = [nd.name for nd in inst.cluster.nodes]
     complete = all(count_subsets(inst, j) <= params.complete_limit for j in inst.jobs)
-    cut = False
+    cut = truncated = False
     out: list[list[Option]] = []
     for j, job in enumerate(inst.jobs):
         hs = hostable(inst, job)
@@ -92,12 +92,14 @@ def _concrete_options(inst: Instance, params: ConcreteParams,
             # parameter servers: on any node (complete, or a small cluster), else on the job's GPU nodes,
             # and on any node where those leave no CPUs for them
             pool = node_names if complete or len(node_names) <= params.ps_any_nodes else sorted({g.split(":", 1)[0] for g in gids})
-            found = options_for_set(inst, j, gids, pool, cap)
-            if not found and pool is not node_names and job.ps is not None:
-                found = options_for_set(inst, j, gids, node_names, cap)
-            opts += undominated(found)
+            found = options_for_set(inst, j, gids, pool, cap, until)
+            if not found.options and pool is not node_names and job.ps is not None:
+                found = options_for_set(inst, j, gids, node_names, cap, until)
+            truncated |= not found.complete
+            opts += undominated(found.options)
         out.append(opts)
-    return out, complete, cut
+    # PS placements left out (too many, or past the deadline): a restricted space, not the complete one
+    return out, complete and not truncated, cut or truncated
 
 
 def fastest_sets(inst: Instance, job: Job, sets: set[tuple[str, ...]], k: int) -> set[tuple[str, ...]]:

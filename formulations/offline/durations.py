@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from jctlab.model import Instance, Job
-from jctlab.speed import allreduce_s, ps_overhead_s
+from jctlab.speed import allreduce_s, ps_counts, ps_overhead_s
 
 from .options import hostable, level_speedup, max_speedup, rho
 
@@ -28,7 +28,7 @@ def compute_lb(job: Job, rhos: list[float], split: str) -> float:
 
 def comm_lb(job: Job, n: int, gbps: float, ps: int | None = None) -> float:
     if job.ps is not None:
-        return min(ps_overhead_s(job.ps.theta, n, p) for p in ([ps] if ps else range(1, job.ps.max_ps + 1)))
+        return min(ps_overhead_s(job.ps.theta, n, p) for p in ([ps] if ps else ps_counts(job, n)))
     return allreduce_s(job.comm_mb, n, gbps)
 
 

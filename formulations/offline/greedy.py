@@ -14,6 +14,7 @@ import itertools
 import time
 
 from jctlab.model import Allocation, Instance, Schedule
+from jctlab.speed import ps_counts
 
 from ..budget import Budget
 from ..gpu_sets import fastest_gpu_sets, timed_allocations
@@ -74,7 +75,7 @@ def _offline_options(inst: Instance, j: int) -> list[tuple[float, Allocation]]:
         if job.ps is None:
             return [()]
         nodes = sorted({g.split(":", 1)[0] for g in gs})
-        return [tuple((nodes * p)[:p]) for p in range(1, job.ps.max_ps + 1)]
+        return [tuple((nodes * p)[:p]) for p in ps_counts(job, len(gs))]
 
     sets = dict.fromkeys(fastest_gpu_sets(inst, job, [g.id for g in inst.cluster.gpus]))
     return timed_allocations(job, inst.cluster, sets, ps_sets)

@@ -73,7 +73,7 @@ def spread_candidates(inst: Instance, j: int, params: SearchParams = SearchParam
             rest = sorted((g for v in S for g in by[v][1:]), key=lambda g: (-rho(job, g), g.id))
             sets.add(tuple(sorted(g.id for g in pick + rest[:n - k])))
         opts = [o for gids in sorted(sets)
-                for o in undominated(options_for_set(inst, j, gids, sorted({g.split(":", 1)[0] for g in gids}), cap))]
+                for o in undominated(options_for_set(inst, j, gids, sorted({g.split(":", 1)[0] for g in gids}), cap).options)]
         out += sorted(opts, key=lambda o: (o.dur, o.alloc.gpus))[:params.spread_candidates]
     return out
 

@@ -226,7 +226,12 @@ def run_solver(prob: pulp.LpProblem, backend: str, time_limit: float | None, thr
                   mip_feasibility_tolerance=1e-9, primal_feasibility_tolerance=1e-9)
         if time_limit is not None:
             kw["timeLimit"] = max(0.05, float(time_limit))
-        prob.solve(pulp.HiGHS(**kw))
+        try:
+            prob.solve(pulp.HiGHS(**kw))
+        except (pulp.PulpSolverError, IndexError, ValueError):
+            # coefficients beyond HiGHS' infinity (1e20: durations of 1e27 s are valid input) break PuLP's
+            # read-back of the solution: no solution from the MILP, the caller keeps its other schedules
+            return MilpAnswer(False, False, None, False)
         has = prob.sol_status in (1, 2)
         bound = None
         try:
@@ -247,7 +252,10 @@ def run_solver(prob: pulp.LpProblem, backend: str, time_limit: float | None, thr
                   options=[f"randomCbcSeed {int(seed) + 1}", "integerTolerance 1e-9", "primalTolerance 1e-9"])
         if time_limit is not None:
             kw["timeLimit"] = max(0.5, float(time_limit))
-        prob.solve(pulp.PULP_CBC_CMD(**kw))
+        try:
+            prob.solve(pulp.PULP_CBC_CMD(**kw))
+        except pulp.PulpSolverError:
+            return MilpAnswer(False, False, None, False)
         text = open(log).read()
     finally:
         os.unlink(log)

@@ -13,7 +13,6 @@ resource's capacity. Resources: ``("g", gpu_id)`` (capacity 1), ``("n", node)`` 
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -21,6 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from jctlab.model import Allocation, Instance, Job
+from jctlab.resources import ps_placements
 from jctlab.speed import SpeedError, duration
 
 EPS = 1e-9
@@ -160,30 +160,41 @@ def undominated(opts: list[Option]) -> list[Option]:
     return [opts[i] for i in np.flatnonzero(~np.triu(dom, 1).any(axis=0))]
 
 
-def ps_choices(job: Job, nodes: Sequence[str]) -> list[tuple[str, ...]]:
-    if job.ps is None:
-        return [()]
-    out = []
-    for p in range(1, job.ps.max_ps + 1):
-        out += list(itertools.combinations_with_replacement(sorted(nodes), p))
-    return out
+def ps_choices(job: Job, nodes: Sequence[str], gids: Sequence[str] = (),
+               deadline: float | None = None) -> tuple[list[tuple[str, ...]], bool]:
+    """(placements, complete): the PS placements (node multisets of ``nodes``) worth trying for ``job`` on the
+    GPUs ``gids`` (:func:`jctlab.resources.ps_placements`: server counts 1..p* only, which is exact; at most
+    MAX_PS_PLACEMENTS of them and none past ``deadline``, ``complete`` False when some were left out)."""
+    gpu_nodes = sorted({g.split(":", 1)[0] for g in gids})
+    return ps_placements(job, max(1, len(gids)), gpu_nodes, nodes, deadline=deadline)
 
 
-def options_for_set(inst: Instance, j: int, gids: tuple[str, ...], ps_nodes_pool: Sequence[str], cap: dict) -> list[Option]:
+@dataclass(frozen=True)
+class SetOptions:
+    """The options of one job on one GPU set; ``complete`` False when PS placements were left out
+    (:func:`ps_choices`), so that the set's space is restricted, not complete."""
+
+    options: list[Option]
+    complete: bool
+
+
+def options_for_set(inst: Instance, j: int, gids: tuple[str, ...], ps_nodes_pool: Sequence[str], cap: dict,
+                    deadline: float | None = None) -> SetOptions:
     """Every (PS placement, level) option of job j on the GPUs ``gids`` that fits the empty cluster.
 
     With parameter servers a duration depends on the GPUs, the level, the server count and whether the job
     touches one node or several (SPEC §2: Optimus' overhead, the locality penalty), so it is priced once per
     such key (the same float :func:`duration` gives each allocation); the GPUs' demand is computed once per
     level and each placement adds its servers' CPUs (:func:`demand_of`'s rule). 150 000 options at 256 GPUs
-    / 32 nodes."""
+    / 32 nodes. Placements past ``deadline`` are left out (``complete`` False)."""
     job = inst.jobs[j]
     gids = tuple(gids)
     gpu_nodes = frozenset(g.split(":", 1)[0] for g in gids)
     base: dict = {}      # level -> the GPUs' demand, or None where it does not fit alone
     priced: dict = {}    # (servers, several nodes, level) -> duration, or None where the model refuses it
     out = []
-    for psn in ps_choices(job, ps_nodes_pool):
+    placements, complete = ps_choices(job, ps_nodes_pool, gids, deadline)
+    for psn in placements:
         several = len(gpu_nodes | set(psn)) > 1
         for c, m in job.level_choices:
             if (c, m) not in base:
@@ -211,7 +222,7 @@ def options_for_set(inst: Instance, j: int, gids: tuple[str, ...], ps_nodes_pool
             else:
                 dem = dem0
             out.append(Option(j, d, dem, alloc=alloc))
-    return out
+    return SetOptions(out, complete)
 
 
 def allocations_on(inst: Instance, job: Job, gids: tuple[str, ...]) -> list[tuple[Allocation, float]]:
@@ -221,7 +232,7 @@ def allocations_on(inst: Instance, job: Job, gids: tuple[str, ...]) -> list[tupl
     node_names = [nd.name for nd in cl.nodes]
     gnodes = sorted({g.split(":", 1)[0] for g in gids})
     res = []
-    for psn in ps_choices(job, node_names if len(node_names) <= 4 else gnodes):
+    for psn in ps_choices(job, node_names if len(node_names) <= 4 else gnodes, gids)[0]:
         for c, m in job.level_choices:
             a = Allocation(tuple(sorted(gids)), psn, c, m)
             try:

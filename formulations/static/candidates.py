@@ -17,7 +17,6 @@ with their replayed objective, and since interference only slows jobs down the b
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import time
 from dataclasses import dataclass
@@ -26,7 +25,8 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from jctlab.model import Allocation, Instance, Job
-from jctlab.speed import SpeedError, allreduce_s, duration, ps_overhead_s
+from jctlab.resources import ps_placements
+from jctlab.speed import SpeedError, allreduce_s, duration, ps_counts, ps_overhead_s
 
 from ..budget import Budget
 from ..gpu_classes import GpuClass, gpu_classes
@@ -169,20 +169,24 @@ def _usage(inst: Instance, job: Job, node_counts: Mapping[str, int], level: tupl
     return cpu, mem
 
 
-def _ps_options(inst: Instance, job: Job, nodes: Sequence[str]) -> tuple[list[tuple[str, ...]], bool]:
-    """PS node multisets for a GPU set on ``nodes``; the flag says whether the list is exhaustive."""
+def _ps_options(inst: Instance, job: Job, nodes: Sequence[str], n: int = 1) -> tuple[list[tuple[str, ...]], bool]:
+    """PS node multisets for a GPU set of ``n`` GPUs on ``nodes``; the flag says whether the list is exhaustive
+    (:func:`jctlab.resources.ps_placements`: 1..p* servers, which loses nothing, at most MAX_PS_PLACEMENTS)."""
     if job.ps is None:
         return [()], True
     full = len(inst.cluster.nodes) <= PS_FULL_NODES
-    pool = [n.name for n in inst.cluster.nodes] if full else sorted(nodes)
-    out = []
-    for p in range(1, job.ps.max_ps + 1):
-        out.extend(itertools.combinations_with_replacement(pool, p))
-    return out, full
+    pool = [v.name for v in inst.cluster.nodes] if full else sorted(nodes)
+    out, complete = ps_placements(job, n, sorted(nodes), pool)
+    return out, full and complete
 
 
 def _pareto(options: list[tuple[tuple, dict[str, float], dict[str, float], float]]) -> list[tuple]:
-    """Drop (level, ps) options using no less CPU and memory on every node for no more speed."""
+    """Drop (level, ps) options using no less CPU and memory on every node for no more speed (an exact tie:
+    the later one). Long lists (every PS placement × level of a count vector) go through numpy."""
+    return _pareto_np(options) if len(options) > 16 else _pareto_loop(options)
+
+
+def _pareto_loop(options: list[tuple[tuple, dict[str, float], dict[str, float], float]]) -> list[tuple]:
     keep = []
     for i, (key, cpu, mem, dur) in enumerate(options):
         dominated = False
@@ -198,6 +202,35 @@ def _pareto(options: list[tuple[tuple, dict[str, float], dict[str, float], float
         if not dominated:
             keep.append(options[i])
     return keep
+
+
+def _pareto_np(options: list[tuple[tuple, dict[str, float], dict[str, float], float]]) -> list[tuple]:
+    """:func:`_pareto` with arrays: k dominates i when it is no longer, touches no node i does not (per
+    resource), holds no more on any node, and is strictly better somewhere or an earlier exact tie."""
+    n = len(options)
+    nodes = sorted({v for _, cpu, mem, _ in options for v in (*cpu, *mem)})
+    col = {v: c for c, v in enumerate(nodes)}
+    val = np.zeros((2, n, len(nodes)))
+    has = np.zeros((2, n, len(nodes)), dtype=bool)
+    for i, (_, cpu, mem, _) in enumerate(options):
+        for r, use in enumerate((cpu, mem)):
+            for v, x in use.items():
+                val[r, i, col[v]] = x
+                has[r, i, col[v]] = True
+    dur = np.array([o[3] for o in options])
+    val = val.transpose(1, 0, 2).reshape(n, -1)
+    has = has.transpose(1, 0, 2).reshape(n, -1)
+    dominated = np.zeros(n, dtype=bool)
+    for a in range(0, n, 256):          # rows i in blocks: the (i, k, resource) arrays stay small
+        i = slice(a, min(n, a + 256))
+        no_more = (dur[None, :] <= dur[i, None]) & ~np.any(has[None, :, :] & ~has[i, None, :], axis=2) \
+            & np.all(val[None, :, :] <= val[i, None, :], axis=2)
+        strictly = (dur[None, :] < dur[i, None]) | np.any(val[None, :, :] < val[i, None, :], axis=2)
+        earlier = np.arange(n)[None, :] < np.arange(a, i.stop)[:, None]
+        beats = no_more & (strictly | earlier)
+        beats[np.arange(i.stop - a), np.arange(a, i.stop)] = False
+        dominated[i] = beats.any(axis=1)
+    return [o for o, d in zip(options, dominated) if not d]
 
 
 #: memo of ``speed.duration`` per (job, multiset of (type, factor), nodes spanned, level, #PS): the
@@ -256,7 +289,7 @@ def exact_candidates(inst: Instance, j: int, classes: Sequence[GpuClass], sel: S
         node_counts[cl.node] = node_counts.get(cl.node, 0) + k
         type_counts[cl.type] = type_counts.get(cl.type, 0) + k
         gpus.extend(cl.ids[:k])
-    ps_opts, ps_full = _ps_options(inst, job, list(node_counts))
+    ps_opts, ps_full = _ps_options(inst, job, list(node_counts), sum(vec))
     options = []
     for level in _level_options(job):
         for ps in ps_opts:
@@ -321,7 +354,7 @@ def optimistic_duration(inst: Instance, job: Job, pool: Sequence[GpuClass], type
                        for t, k in type_counts.items())
             compute = job.batch / (n * rmin)
         if job.ps is not None:
-            comm = min(ps_overhead_s(job.ps.theta, n, p) for p in range(1, job.ps.max_ps + 1))
+            comm = min(ps_overhead_s(job.ps.theta, n, p) for p in ps_counts(job, n))
         else:
             comm = allreduce_s(job.comm_mb, n, c.inter_node_gbps if spread else c.intra_node_gbps)
         step = (compute + comm) * pen
@@ -480,12 +513,18 @@ def enumerate_candidates(inst: Instance, params: CandidateParams = CandidatePara
                 caps = [cl.size for cl in sel]
                 if sum(caps) < n:
                     continue
+                # within a job too, vector by vector: the exact candidates of one PS job can take long
+                # (every placement × level); past the budget its relaxed ones cover the rest
                 if not cut and count_vectors_number(caps, n) <= params.node_cap:
                     if fast:
                         exact_sizes = {k for k in job.sizes if count_vectors_number(caps, k) <= params.node_cap}
                         cands.extend(_node_candidates_fast(inst, j, sel, n, exact_sizes, prune))
                         continue
                     for vec in count_vectors(caps, n):
+                        if budget is not None and budget.expired():
+                            cut = True
+                            cands.extend(_relaxed_node(inst, j, sel, v, n))
+                            break
                         cs, full = exact_candidates(inst, j, classes, [cl.index for cl in sel], vec, "node")
                         cands.extend(cs)
                         complete &= full
@@ -501,12 +540,15 @@ def enumerate_candidates(inst: Instance, params: CandidateParams = CandidatePara
             do_exact = exact_spread if exact_spread is not None else (total - single <= params.spread_cap)
             if do_exact and not cut:
                 for vec in count_vectors(caps, n):
+                    if budget is not None and budget.expired():
+                        cut = True          # the relaxed spread candidates below cover the vectors left
+                        break
                     if len({usable[i].node for i, k in enumerate(vec) if k}) < 2:
                         continue
                     cs, full = exact_candidates(inst, j, classes, [cl.index for cl in usable], vec, "spread")
                     cands.extend(cs)
                     complete &= full
-            else:
+            if not do_exact or cut:
                 avail = {}
                 for cl in usable:
                     avail[cl.type] = avail.get(cl.type, 0) + cl.size

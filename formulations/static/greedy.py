@@ -16,7 +16,7 @@ import numpy as np
 
 from jctlab.model import Allocation, Instance
 from jctlab.resources import node_demand
-from jctlab.speed import SpeedError, duration
+from jctlab.speed import SpeedError, duration, ps_counts
 
 from ..budget import Budget
 from ..gpu_sets import fastest_gpu_sets
@@ -99,7 +99,7 @@ def _free_options(inst: Instance, j: int, st: Placement) -> list[tuple[float, Al
         ps_opts: list[tuple[str, ...]] = [()]
         if job.ps is not None:
             ps_opts = []
-            for p in range(1, job.ps.max_ps + 1):
+            for p in ps_counts(job, len(gs)):
                 ps_opts.append(tuple((nodes * p)[:p]))
                 ps_opts.extend([(v.name,) * p for v in inst.cluster.nodes if v.name not in nodes][:2])
         best = None

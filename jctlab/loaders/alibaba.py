@@ -10,6 +10,10 @@ rates for them through ``type_map`` (PAI type -> measured type of the job, defau
 v100, p100 -> p100); types without a mapping are left out of the cluster, since no measured rate
 exists for them (T4, unspecified "MISC"). Pass e.g. ``type_map={"t4": "k80", ...}`` to include them
 under an explicit assumption.
+
+``topology=True`` gives every machine two CPU sockets and PCIe switches of two GPUs
+(:func:`jctlab.generators.node_topology`; on PAI's 8-GPU V100 machines, 96 CPUs on two sockets, the
+DGX-1 layout), with the generators' default cross-socket and PCIe-sharing factors (SPEC v1.1).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import InputError
+from ..generators import with_topology
 from ..model import Instance
 from ._common import load_table
 
@@ -104,15 +109,17 @@ def rehost(instance: Instance, nodes: list[dict[str, Any]], *,
 
 def load_alibaba(base: Instance, machines: int = 16, *, seed: int = 0, sample: str = "random",
                  top: int | None = None, type_map: Mapping[str, str] | None = None,
-                 name: str | None = None) -> Instance:
+                 name: str | None = None, topology: bool = False) -> Instance:
     """``base``'s jobs (e.g. from :func:`jctlab.loaders.philly.load_philly`) on a PAI-shaped cluster."""
     tm = dict(type_map or DEFAULT_TYPE_MAP)
     nodes = alibaba_nodes(machines, seed=seed, sample=sample, top=top, gpu_types=tuple(tm))
+    topo = with_topology(nodes) if topology else {}
     inst = rehost(base, nodes, type_map=tm, name=name or f"{base.name}-pai{machines}-s{seed}")
     src = dict(inst.extra.get("source") or {})
     src.update(cluster="alibaba_pai", machines=machines, cluster_seed=seed, sample=sample)
     d = inst.to_dict()
     d["source"] = src
+    d["cluster"].update(topo)
     return Instance.from_dict(d, source=inst.name)
 
 

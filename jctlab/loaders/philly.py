@@ -11,6 +11,7 @@ Loading is vectorised: the full trace builds in a few seconds.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -19,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..limits import TIME
 from ..model import Instance
 from ._common import check_numeric, load_table, node_dicts, read_csv, require_data_dir
 from .gavel import GAVEL_TYPES, job_types as gavel_job_types, reference_iteration_time
@@ -31,13 +33,28 @@ def trace_path(data_dir: str | os.PathLike | None = None) -> Path:
 
 
 def _when(v: Any, t0: pd.Timestamp, what: str) -> pd.Timestamp:
-    """A window bound: seconds after the first arrival (number) or a date/time string."""
-    if isinstance(v, (int, float, np.integer, np.floating)):
-        return t0 + pd.Timedelta(seconds=float(v))
+    """A window bound: seconds after the first arrival (a number, or a string of one: ``"3600"``) or a
+    date/time string without a time zone (``"2017-10-03"``, ``"2017-10-03 12:00"``)."""
+    flag = f"--{what}"
+    if isinstance(v, str):
+        try:
+            v = float(v.strip())
+        except ValueError:
+            pass
+    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
+        x = float(v)
+        if not math.isfinite(x) or abs(x) > TIME.hi:
+            raise InputError("command line", flag, f"{v!r} seconds: must be finite, within ±{TIME.hi:g}")
+        return t0 + pd.Timedelta(seconds=x)
     try:
-        return pd.Timestamp(v)
-    except (TypeError, ValueError):
-        raise InputError(what, "", f"{v!r} is neither seconds nor a date/time") from None
+        ts = pd.Timestamp(v)
+    except (TypeError, ValueError, OverflowError):
+        ts = pd.NaT
+    if ts is pd.NaT or pd.isna(ts):
+        raise InputError("command line", flag, f"{v!r} is neither seconds after the first arrival nor a date/time")
+    if ts.tzinfo is not None:
+        raise InputError("command line", flag, f"{v!r}: give a date/time without a time zone (the trace has none)")
+    return ts
 
 
 def read_trace(path: str | os.PathLike | None = None, *, data_dir: str | os.PathLike | None = None,

@@ -1,0 +1,143 @@
+"""A run folder: finished cells as JSON lines, schedules as files, written the moment a cell finishes.
+
+``RUN_DIR/cells.jsonl`` holds one row per finished cell, keyed by the cell's content hash. Each line is
+written whole, flushed and fsynced before the next cell is recorded; a run killed while writing leaves
+at most one partial last line, which the next open cuts off (that cell runs again). Schedules go to
+``RUN_DIR/schedules/KEY.json`` (atomically, before their row), so a row never names a missing file and
+file names never carry a method's name (which may hold ``+``, ``:`` or ``/``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterator
+
+from jctlab import limits as L
+from jctlab.errors import InputError
+from jctlab.model import write_json_atomic
+
+CELLS = "cells.jsonl"
+
+
+class CellStore:
+    def __init__(self, run_dir: str | os.PathLike):
+        self.dir = Path(run_dir)
+        self.path = self.dir / CELLS
+        self.rows: dict[str, dict[str, Any]] = {}
+        self._f = None
+
+    def open(self) -> "CellStore":
+        """Read the finished cells (cutting off a partial last line) and open the file for appending."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "schedules").mkdir(exist_ok=True)
+        self.rows = dict(read_rows(self.path, repair=True))
+        self._f = open(self.path, "a", encoding="utf-8")
+        return self
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+    def __enter__(self) -> "CellStore":
+        return self.open()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def done(self, key: str) -> bool:
+        return key in self.rows
+
+    def schedule_path(self, key: str) -> Path:
+        return self.dir / "schedules" / f"{key}.json"
+
+    def add(self, row: dict[str, Any], schedule: dict[str, Any] | None) -> None:
+        """Record a finished cell: its schedule first, then its row (one whole, synced line)."""
+        key = row["key"]
+        if key in self.rows:          # a cell computed twice (never by the runners): keep the first
+            return
+        if schedule is not None:
+            write_json_atomic(self.schedule_path(key), schedule)
+            row = dict(row, schedule=f"schedules/{key}.json")
+        else:
+            row = dict(row, schedule=None)
+        assert self._f is not None, "CellStore.add before open"
+        self._f.write(json.dumps(row, allow_nan=False, separators=(",", ":")) + "\n")
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self.rows[key] = row
+
+
+#: what the tables and the report read of a row (cells.py writes them): field -> the JSON types allowed
+_TEXT, _NUM, _OPT_NUM, _OPT_TEXT = (str,), (int, float), (int, float, type(None)), (str, type(None))
+ROW_FIELDS: dict[str, tuple[type, ...]] = {
+    "instance": _TEXT, "method": _TEXT, "kind": _TEXT, "status": _TEXT, "seed": (int,),
+    "valid": (bool, type(None)), "objective": _OPT_NUM, "lower_bound": _OPT_NUM, "runtime_s": _OPT_NUM,
+    "cell_s": _OPT_NUM, "schedule": _OPT_TEXT, "jcts": (list, type(None)), "error": _OPT_TEXT,
+}
+_KEY = re.compile(r"[0-9a-f]{8,64}")
+
+
+def row_problem(row: dict[str, Any]) -> str | None:
+    """Why a row read back from ``cells.jsonl`` cannot be a cell's row, or None: each field of ROW_FIELDS
+    of its type (numbers finite, no boolean for a number), the schedule the one file its key names."""
+    for f, kinds in ROW_FIELDS.items():
+        v = row.get(f)
+        if not isinstance(v, kinds) or (isinstance(v, bool) and bool not in kinds):
+            return f"{f}: {type(v).__name__} is not a {'/'.join(k.__name__ for k in kinds)}"
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"{f}: not finite"
+    if not _KEY.fullmatch(row["key"]):
+        return "key: not a cell key"
+    if row["schedule"] is not None and row["schedule"] != f"schedules/{row['key']}.json":
+        return "schedule: not the schedule file of its key"
+    if row["jcts"] is not None and not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                           and math.isfinite(x) for x in row["jcts"]):
+        return "jcts: not a list of finite numbers"
+    return None
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    off = 0
+    with open(path, "rb") as f:
+        for line in f:
+            yield off, line
+            off += len(line)
+
+
+def read_rows(path: str | os.PathLike, repair: bool = False) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(key, row) of every whole line, first occurrence of a key only. A last line without its newline
+    (a run killed while writing) is skipped, and cut off when ``repair``; a bad line elsewhere is an error."""
+    p = Path(path)
+    if not p.exists():
+        return
+    seen: set[str] = set()
+    cut = None
+    size = p.stat().st_size
+    for off, line in _lines(p):
+        last = off + len(line) == size
+        try:
+            if not line.endswith(b"\n"):
+                raise ValueError("partial line")
+            row = L.loads(line, str(p))       # nesting checked before parsing (no RecursionError)
+        except (ValueError, InputError):
+            if last:
+                cut = off
+                break
+            raise InputError(str(p), f"byte {off}", "not a JSON line (the file was edited?)") from None
+        key = row.get("key") if isinstance(row, dict) else None
+        if not isinstance(key, str):
+            raise InputError(str(p), f"byte {off}", "a row without its key")
+        why = row_problem(row)
+        if why is not None:
+            raise InputError(str(p), f"byte {off}", f"{why} (the file was edited?)")
+        if key not in seen:
+            seen.add(key)
+            yield key, row
+    if cut is not None and repair:
+        with open(p, "r+b") as f:
+            f.truncate(cut)

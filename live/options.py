@@ -1,0 +1,54 @@
+"""The planner's command-line options, shared by ``jctlab schedule`` and ``jctlab schedule-daemon``."""
+
+from __future__ import annotations
+
+import argparse
+
+from jctlab import registry
+from jctlab.errors import InputError
+from jctlab.model import OBJECTIVES
+
+from .planner import PlannerConfig
+
+
+def add_planner_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--time-limit", type=float, default=10.0, help="seconds from the event to the decision (default 10)")
+    p.add_argument("--method", default="cpsat",
+                   help="oracle method (cpsat, milp, auto...; `none`: the heuristics alone)")
+    p.add_argument("--objective", default="mean_jct", choices=OBJECTIVES)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--fallbacks", default="srtf+packed-sticky,fifo+packed-sticky",
+                   help="online policies whose plans compete (comma list of `jctlab simulate` names)")
+    p.add_argument("--max-oracle-jobs", type=int, default=16,
+                   help="queued jobs the oracle sees (the head of the best heuristic plan)")
+    p.add_argument("--solve-when-full", action="store_true",
+                   help="solve even when no queued job fits the free GPUs (the decision is then empty anyway)")
+
+
+def planner_config(a: argparse.Namespace) -> PlannerConfig:
+    if not a.time_limit > 0:
+        raise InputError("command line", "--time-limit", "must be > 0")
+    if a.threads < 1:
+        raise InputError("command line", "--threads", "must be >= 1")
+    if a.max_oracle_jobs < 1:
+        raise InputError("command line", "--max-oracle-jobs", "must be >= 1")
+    fallbacks = tuple(s.strip() for s in a.fallbacks.split(",") if s.strip())
+    return PlannerConfig(time_limit=a.time_limit, method=a.method, threads=a.threads, seed=a.seed,
+                         objective=a.objective, fallbacks=fallbacks, max_oracle_jobs=a.max_oracle_jobs,
+                         solve_when_full=a.solve_when_full)
+
+
+def check_method(method: str) -> None:
+    """The oracle method must be one that ``oracle.methods.solve`` knows (or ``none``)."""
+    if method == "none":
+        return
+    if method not in registry.names("jctlab.methods"):
+        raise InputError("command line", "--method", f"unknown method {method!r} "
+                         f"(known: none, {', '.join(registry.names('jctlab.methods'))})")
+
+
+def check_policies(names: tuple[str, ...]) -> None:
+    for n in names:
+        if registry.policy_factory(n) is None:
+            raise InputError("command line", "--fallbacks", f"unknown policy {n!r}")

@@ -1,0 +1,204 @@
+"""The live scheduler's loop replayed on Philly slices, against the baselines and the offline oracle's bound.
+
+    python scripts/live_replay.py [--data-dir DIR] [--out runs/live_replay] [--time-limit 2] [--oracle-limit 300]
+                                  [--slices VC:INDEX:JOBS:GPUS:SEED ...] [--quick]
+
+Each slice is ``JOBS`` consecutive jobs of one Philly virtual cluster from job ``INDEX`` on (arrivals,
+durations and GPU counts from the trace; Gavel job types drawn with ``SEED``; ``jctlab.loaders.philly``) on
+``GPUS`` V100s (8 per node), as an ``offline`` (non-preemptive) instance. On it run, through the core
+simulator (every schedule replayed):
+
+* ``live``: the rolling-horizon planner (``jctlab simulate --policy live``: CP-SAT within ``--time-limit`` per
+  decision, heuristics as fallback), and ``live-heuristics`` (the same loop with ``--method none``);
+* FIFO+packed and SRTF+packed (``fifo+packed-sticky``, ``srtf+packed-sticky``: event-driven, so sticky or
+  not is the same) and the other baselines of ``BASELINES``; "best baseline" is the best of them all, per slice;
+* the offline oracle (``auto``, ``--oracle-limit`` seconds) on the whole slice: a clairvoyant non-preemptive
+  schedule and a lower bound on every non-preemptive schedule, the live loop's included (same class).
+
+Default slices (``--slices`` not given), chosen from the trace alone: in each virtual cluster with at least
+900 jobs other than 103959 (the one used while developing), the first ``--per-vc`` windows of 300 jobs
+(starting at jobs 300, 600, ...) whose offered load (Σ GPUs × duration / (GPUs × span)) is within 0.8-1.3 on
+the one of 16/32/64 GPUs that holds the window's largest job with the load closest to 1; job-type seeds
+10000 + k (held-out seeds). ``--rule waiting`` instead takes, on the same GPU count, the first windows where
+jobs wait under FIFO+packed for at least a quarter of their JCT on average (seeds 10100 + k): slices where a
+scheduler has something to decide, chosen by a baseline's schedule, never by the live loop's. (A first
+rule, load at most 1 on the smallest such cluster, picked windows where no job waits and every policy
+ties; it was replaced before these slices were run.)
+Results go to ``OUT/<slice>.json`` (a slice already there is not run again: a killed run resumes) and
+``OUT/table.md``. Needs the Philly trace (``../shared/data`` or ``--data-dir``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from jctlab import registry
+from jctlab.loaders.philly import load_philly, read_trace
+from jctlab.model import Instance
+from jctlab.simulate import simulate
+from live.policy import factory as live_policy
+from oracle.methods import solve
+
+BASELINES = ("fifo+packed-sticky", "srtf+packed-sticky", "fifo-firstfit", "fifo+pm-first", "srtf+pm-first",
+             "srtf+random-sticky", "matching")
+BACKFILL = ("fifo+packed-sticky", "srtf+packed-sticky")   # also run with backfill=True
+DEV_VC = "103959"
+WINDOW = 300
+GPU_CHOICES = (16, 32, 64)
+LOAD = (0.8, 1.3)   # offered load of a slice on its GPUs: queues form, the cluster is not swamped
+WAITING = 0.25      # rule `waiting`: under FIFO+packed, jobs wait on average at least this share of their JCT
+
+
+def default_slices(data_dir: str | None, per_vc: int = 1, rule: str = "load") -> list[str]:
+    """The rules of the module docstring: per virtual cluster, the first ``per_vc`` windows that qualify (on
+    inputs only, or on FIFO's schedule for ``waiting``: nothing here looks at the live loop)."""
+    df = read_trace(data_dir=data_dir)
+    out = []
+    for vc, g in sorted(df.groupby("cluster"), key=lambda x: x[0]):
+        if vc == DEV_VC or len(g) < 900:
+            continue
+        g = g.sort_values(["ts", "duration"], kind="stable")
+        found = 0
+        for start in range(WINDOW, len(g) - WINDOW + 1, WINDOW):
+            w = g.iloc[start:start + WINDOW]
+            span = (w.ts.iloc[-1] - w.ts.iloc[0]).total_seconds()
+            work = float((w.num_gpus * w.duration).sum())
+            loads = {n: work / (n * span) for n in GPU_CHOICES if w.num_gpus.max() <= n}
+            if not loads:
+                continue
+            gpus = min(loads, key=lambda n: abs(loads[n] - 1.0))
+            spec = f"{vc}:{start}:{WINDOW}:{gpus}:{10000 + len(out) + (100 if rule == 'waiting' else 0)}"
+            if rule == "load":
+                ok = LOAD[0] <= loads[gpus] <= LOAD[1]
+            else:
+                inst = build(spec, data_dir)
+                _, rep = simulate(inst, registry.policy_factory("fifo+packed-sticky")(inst), method="fifo")
+                ok = rep.metrics["mean_queueing_delay"] >= WAITING * rep.objective
+            if ok:
+                out.append(spec)
+                found += 1
+                if found == per_vc:
+                    break
+    return out
+
+
+def build(spec: str, data_dir: str | None) -> Instance:
+    vc, start, jobs, gpus, seed = spec.split(":")
+    g = read_trace(data_dir=data_dir, vc=vc)
+    ts = str(g.ts.iloc[int(start)])
+    return load_philly(data_dir=data_dir, vc=vc, start=ts, max_jobs=int(jobs), nodes=int(gpus) // 8, gpus_per_node=8,
+                       seed=int(seed), problem="offline", name=f"philly-{vc}-{start}-{jobs}-{gpus}g-s{seed}")
+
+
+def offered_load(inst: Instance) -> float:
+    from jctlab.metrics import ReferenceDurations
+
+    ref = ReferenceDurations(inst.cluster)
+    work = sum(ref(j) * j.sizes[0] for j in inst.jobs)
+    span = max(j.arrival for j in inst.jobs) - min(j.arrival for j in inst.jobs)
+    return work / (len(inst.cluster.gpus) * span)
+
+
+def run_slice(spec: str, a: argparse.Namespace) -> dict:
+    inst = build(spec, a.data_dir)
+    row: dict = {"slice": spec, "instance": inst.name, "jobs": len(inst.jobs), "gpus": len(inst.cluster.gpus),
+                 "load": offered_load(inst), "policies": {}}
+    for name in BASELINES:
+        for backfill in ((False, True) if name in BACKFILL else (False,)):
+            opts = {"backfill": True} if backfill else {}
+            t = time.perf_counter()
+            sched, rep = simulate(inst, registry.policy_factory(name)(inst, **opts), method=name)
+            assert rep.valid
+            row["policies"][name + ("/backfill" if backfill else "")] = {"mean_jct": rep.objective,
+                                                                        "runtime_s": time.perf_counter() - t}
+    for label, method in (("live-heuristics", "none"), ("live", a.method)):
+        pol = live_policy(inst, time_limit=a.time_limit, method=method, max_oracle_jobs=a.max_oracle_jobs)
+        t = time.perf_counter()
+        try:
+            sched, rep = simulate(inst, pol, method=label)
+        finally:
+            pol.close()
+        assert rep.valid
+        lat = sorted(p.latency_s for p in pol.plans)
+        row["policies"][label] = {
+            "mean_jct": rep.objective, "runtime_s": time.perf_counter() - t, "decisions": len(pol.plans),
+            "oracle_solves": pol.planner.solves,
+            "oracle_won": sum(p.source == method for p in pol.plans),
+            "latency_p50_s": statistics.median(lat) if lat else None,
+            "latency_max_s": lat[-1] if lat else None}
+    t = time.perf_counter()
+    res = solve(inst, method="auto", time_limit=a.oracle_limit, threads=1)
+    row["oracle"] = {"status": res.status, "objective": res.objective, "lower_bound": res.lower_bound,
+                     "runtime_s": time.perf_counter() - t}
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    cols = ("slice", "jobs", "GPUs", "load", "FIFO+packed", "SRTF+packed", "best baseline", "live (heuristics)",
+            "live", "live vs best", "oracle LB", "live gap (lb)", "best baseline gap (lb)")
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        pol = r["policies"]
+        base = {k: v["mean_jct"] for k, v in pol.items() if not k.startswith("live")}
+        best = min(base, key=base.get)
+        live = pol["live"]["mean_jct"]
+        lb = r["oracle"]["lower_bound"]
+
+        def gap(x: float) -> str:
+            return f"{(x - lb) / lb:.1%}" if lb else "-"
+
+        out.append(f"| {r['slice']} | {r['jobs']} | {r['gpus']} | {r['load']:.2f} | "
+                   f"{pol['fifo+packed-sticky']['mean_jct']:.0f} | {pol['srtf+packed-sticky']['mean_jct']:.0f} | "
+                   f"{base[best]:.0f} ({best}) | {pol['live-heuristics']['mean_jct']:.0f} | {live:.0f} | "
+                   f"{(live - base[best]) / base[best]:+.1%} | {f'{lb:.0f}' if lb else '-'} | {gap(live)} | "
+                   f"{gap(base[best])} |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--out", default="runs/live_replay")
+    ap.add_argument("--slices", nargs="*", default=None, help="VC:INDEX:JOBS:GPUS:SEED (default: the rule above)")
+    ap.add_argument("--per-vc", type=int, default=1, help="default slices per virtual cluster")
+    ap.add_argument("--rule", choices=("load", "waiting"), default="load", help="how default slices are chosen")
+    ap.add_argument("--time-limit", type=float, default=2.0, help="per live decision (s)")
+    ap.add_argument("--method", default="cpsat")
+    ap.add_argument("--max-oracle-jobs", type=int, default=16)
+    ap.add_argument("--oracle-limit", type=float, default=300.0, help="offline oracle on the whole slice (s)")
+    ap.add_argument("--quick", action="store_true", help="first two slices, 100 jobs, short limits")
+    a = ap.parse_args(argv)
+    slices = a.slices or default_slices(a.data_dir, a.per_vc, a.rule)
+    if a.quick:
+        slices = [":".join(s.split(":")[:2] + ["100"] + s.split(":")[3:]) for s in slices[:2]]
+        a.time_limit, a.oracle_limit = min(a.time_limit, 1.0), min(a.oracle_limit, 30.0)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for spec in tqdm(slices, desc="slices", unit="slice"):
+        path = out / (spec.replace(":", "_") + ".json")
+        if path.exists():
+            rows.append(json.loads(path.read_text()))
+            continue
+        row = run_slice(spec, a)
+        row["settings"] = {"time_limit": a.time_limit, "method": a.method, "max_oracle_jobs": a.max_oracle_jobs,
+                           "oracle_limit": a.oracle_limit}
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(row, indent=1))
+        tmp.replace(path)
+        rows.append(row)
+    text = table(rows)
+    (out / "table.md").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""Issue 44's rules on what came with the evaluation harness and the RL work: the SPEC v1.1 topology fields
+have their ranges (SPEC §7), the simulator's decision cap holds whoever drives it (``run`` or an RL env
+stepping ``advance``/``apply``), and the plug-in verbs (evaluate, suite, report, plot, leaderboard, train)
+answer bad input with one line and exit 2, writing nothing. Each test is cheap: no training, no solver."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from jctlab.errors import InputError
+from jctlab.generators import offline_instance
+from jctlab.model import Instance
+from jctlab.policies import FifoFirstFit
+from jctlab.schema import instance_schema
+from jctlab.simulate import PolicyError, Simulator
+
+from .fuzz_cases_eval import RUN, SUITE, eval_files
+from .test_hardening import refused, run
+
+
+def topo() -> dict:
+    return offline_instance(gpus=8, nodes=1, jobs=3, max_size=4, seed=7, topology=True).to_dict()
+
+
+@pytest.mark.parametrize("where, value", [
+    ("gpu.socket", -1), ("gpu.socket", 1.5), ("gpu.switch", True), ("gpu.switch", 10**7), ("gpu.socket", "0"),
+    ("qpi_factor", 0.5), ("qpi_factor", 1e4), ("qpi_factor", None), ("pcie_interference", -0.1),
+    ("pcie_interference", 101), ("pcie_interference", False),
+])
+def test_topology_fields_have_their_ranges(where, value):
+    d = topo()
+    if where.startswith("gpu."):
+        d["cluster"]["nodes"][0]["gpus"][0][where[4:]] = value
+    else:
+        d["cluster"][where] = value
+    field = where.replace("gpu.", "cluster.nodes[0].gpus[0].") if where.startswith("gpu.") else f"cluster.{where}"
+    with pytest.raises(InputError, match=re.escape(field)):
+        Instance.from_dict(d)
+
+
+def test_topology_null_is_none_and_unknown_fields_stay_beside_it():
+    d = topo()
+    g = d["cluster"]["nodes"][0]["gpus"]
+    g[0].update(socket=None, switch=None, rack="r7")
+    d["cluster"]["site"] = {"room": 3}
+    inst = Instance.from_dict(d)
+    assert inst.cluster.gpus[0].socket is None and inst.cluster.gpus[0].extra == {"rack": "r7"}
+    back = inst.to_dict()
+    assert back["cluster"]["site"] == {"room": 3} and back["cluster"]["qpi_factor"] == d["cluster"]["qpi_factor"]
+    assert back["cluster"]["nodes"][0]["gpus"][0] == {"type": g[0]["type"], "rack": "r7"}
+    assert back["cluster"]["nodes"][0]["gpus"][1]["switch"] == g[1]["switch"]
+
+
+def test_schema_holds_the_topology_ranges():
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = instance_schema()
+    jsonschema.validate(topo(), schema)
+    for bad in ({"qpi_factor": 0.5}, {"pcie_interference": 101}):
+        d = topo()
+        d["cluster"].update(bad)
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(d, schema)
+    d = topo()
+    d["cluster"]["nodes"][0]["gpus"][0]["socket"] = -1
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(d, schema)
+
+
+def test_decision_cap_holds_for_a_caller_stepping_advance_and_apply():
+    """An RL env drives ``advance``/``apply`` itself: the cap is counted there, not in ``run``."""
+    inst = offline_instance(gpus=4, nodes=1, jobs=3, max_size=2, seed=1, problem="preemptive")
+    sim = Simulator(inst, FifoFirstFit(inst), round_s=60.0)
+    sim.max_decisions = 3
+    with pytest.raises(PolicyError, match="never ending"):
+        while sim.advance():          # an agent that never starts anything: rounds tick on
+            sim.apply([])
+    assert sim.decisions == 3
+
+
+# ----------------------------------------------------------------------------- the plug-in verbs
+
+
+@pytest.fixture
+def micro(tmp_path) -> Path:
+    """The fuzz suite's micro suite and a run folder of it, in ``tmp_path``."""
+    for name, data in eval_files().items():
+        p = tmp_path / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    return tmp_path
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--time-limit", "nan"], "--time-limit"), (["--seeds", "0"], "--seeds"), (["--threads", "0"], "--threads"),
+    (["--executor", "local", "--workers", "0"], "--workers"), (["--out", ""], "--out"),
+    (["--methods", "sampling[samples=abc]"], "samples"), (["--methods", "sampling[nope=1]"], "nope"),
+    (["--methods", "fifo-firstfit", "--baseline", "sjf+pal"], "--baseline"), (["--data-dir", ""], "--data-dir"),
+])
+def test_evaluate_refuses_bad_options_before_writing(micro, capsys, argv, flag):
+    out = micro / "fresh-run"
+    args = ["evaluate", "--suite", micro / SUITE, "--executor", "inline", "--no-progress", "--out", out] + argv
+    refused(capsys, *args, names=[flag])
+    assert not out.exists()
+
+
+def test_evaluate_out_that_is_a_file_and_report_baseline(micro, capsys):
+    refused(capsys, "evaluate", "--suite", micro / SUITE, "--out", micro / SUITE, names=["--out"])
+    refused(capsys, "report", micro / RUN, "--baseline", "bogus", names=["--baseline"])
+    assert not (micro / RUN / "report.html").exists()
+
+
+def test_a_doctored_suite_instance_is_refused_by_its_hash(micro, capsys):
+    inst = next(micro.glob("suite/micro/instances/*.json"))
+    d = json.loads(inst.read_text())
+    d["jobs"][0]["iterations"] *= 2
+    inst.write_text(json.dumps(d))
+    refused(capsys, "evaluate", "--suite", micro / SUITE, "--executor", "inline", "--no-progress",
+            "--out", micro / "r", names=[inst.name, "sha256"])
+    assert not (micro / "r").exists()
+    code, out, _ = run(capsys, "suite", "check", micro / SUITE)
+    assert code == 1 and "FAIL" in out
+
+
+def test_non_finite_generator_arguments_are_refused(micro, capsys):
+    text = (micro / SUITE).read_text().replace('"jobs": 2', '"jobs": NaN')
+    (micro / SUITE).write_text(text)
+    refused(capsys, "suite", "check", micro / SUITE, names=["families[0].kwargs"])
+
+
+def test_edited_run_folders_are_one_line_errors(micro, capsys):
+    cells = micro / RUN / "cells.jsonl"
+    rows = cells.read_text().splitlines()
+    first = json.loads(rows[0])
+    for edit in ({"objective": "x"}, {"schedule": "../../../etc/passwd"}, {"jcts": ["a"]}):
+        cells.write_text("\n".join([json.dumps({**first, **edit})] + rows[1:]) + "\n")
+        refused(capsys, "report", micro / RUN, names=["cells.jsonl", next(iter(edit))])
+        # resuming into it is refused before anything is written
+        before = {p: p.read_bytes() for p in (micro / RUN).rglob("*") if p.is_file()}
+        refused(capsys, "evaluate", "--suite", micro / SUITE, "--executor", "inline", "--no-progress",
+                "--out", micro / RUN, names=["cells.jsonl"])
+        assert {p: p.read_bytes() for p in (micro / RUN).rglob("*") if p.is_file()} == before
+    cells.write_text("\n".join(rows) + "\n")
+    (micro / RUN / "run.json").write_text('{"keys": 5}')
+    refused(capsys, "report", micro / RUN, names=["run.json", "keys"])
+
+
+def test_plot_checks_the_schedule_against_the_instance_and_writes_atomically(micro, capsys):
+    inst = next(micro.glob(f"{RUN}/instances/*.json"))
+    sched = next(micro.glob(f"{RUN}/schedules/*.json"))
+    other = json.loads(sched.read_text())
+    other["segments"][0]["gpus"] = ["nowhere:0"]
+    bad = micro / "bad.json"
+    bad.write_text(json.dumps(other))
+    refused(capsys, "plot", inst, bad, "--out", micro / "g.png", names=["bad.json"])
+    late = json.loads(sched.read_text())
+    late["claimed"]["objective"] *= 2              # a claim the schedule does not make
+    bad.write_text(json.dumps(late))
+    refused(capsys, "plot", inst, bad, "--out", micro / "g.png", names=["bad.json", "claimed objective"])
+    assert not (micro / "g.png").exists()
+    refused(capsys, "plot", inst, sched, "--out", micro / SUITE / "g.png", names=["--out"])
+    assert run(capsys, "plot", inst, sched, "--out", micro / "new" / "dir" / "g.svg")[0] == 0
+    assert (micro / "new" / "dir" / "g.svg").read_text().lstrip().startswith("<?xml")
+    assert not list((micro / "new" / "dir").glob(".*tmp"))
+
+
+def test_leaderboard_of_a_manifest_path_runs_in_its_own_folder(micro, capsys):
+    code, _, _ = run(capsys, "leaderboard", "--suites", micro / SUITE, "--methods", "fifo-firstfit",
+                     "--executor", "inline", "--no-progress", "--runs", micro / "lb", "--out", micro / "LB.md")
+    assert code == 0 and (micro / "lb" / "micro" / "results.csv").is_file()
+    assert "## micro (v1" in (micro / "LB.md").read_text()
+    refused(capsys, "leaderboard", "--suites", ",", "--out", micro / "LB2.md", names=["--suites"])
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--num-envs", "0"], "--num-envs"), (["--steps", "-1"], "--steps"), (["--rollout-steps", "abc"], "--rollout-steps"),
+    (["--steps", "0", "--bc-epochs", "0"], "--steps"), (["--bc-first-seed", "9990"], "--bc-first-seed"),
+    (["--generator", "gpus=abc"], "--generator"), (["--generator", "bogus=1"], "--generator"),
+    (["--generator", "gpus=1000"], "--generator"), (["--generator", "gpus=4/8,nodes=6"], "--generator"),
+    (["--suite", "bogus"], "--suite"), (["--suite", ","], "--suite"),
+    (["--seed", "-1"], "--seed"), (["--bc-time-limit", "inf"], "--bc-time-limit"),
+])
+def test_train_refuses_bad_options_before_making_its_folder(tmp_path, capsys, argv, flag):
+    out = tmp_path / "ckpt"
+    refused(capsys, "train", "--policy", "ppo", "--out", out, "--steps", "8", "--bc-epochs", "0", *argv, names=[flag])
+    assert not out.exists()
+
+
+def test_train_checks_its_demonstrations_before_making_its_folder(tmp_path, capsys):
+    from rl.suites import family
+    from rl.train import DEMOS
+
+    name = family("small").make(100).name
+    demos = tmp_path / "demos" / "demos"
+    demos.mkdir(parents=True)
+    shutil.copyfile(DEMOS / "demos" / f"{name}.json", demos / f"{name}.json")
+    sched = json.loads((demos / f"{name}.json").read_text())
+    sched["segments"] = sched["segments"][1:]           # a job never runs: not a schedule of the instance
+    (demos / f"{name}.json").write_text(json.dumps(sched))
+    out = tmp_path / "ckpt"
+    code, _, err = run(capsys, "train", "--policy", "ppo", "--out", out, "--steps", "8", "--bc-epochs", "1",
+                       "--bc-instances", "1", "--bc-first-seed", "100", "--demos", tmp_path / "demos")
+    # the demonstrations' progress bar is cleared (carriage returns) before the one error line
+    lines = [ln for ln in err.split("\n") if ln.strip()]
+    assert code == 2 and len(lines) == 1 and lines[0].rsplit("\r", 1)[-1].startswith("jctlab: error: ")
+    assert name in lines[0] and "job j0 has no segment" in lines[0] and not out.exists()
+

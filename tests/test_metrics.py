@@ -74,11 +74,17 @@ def test_percentiles_are_numpys(xs, q):
 @settings(max_examples=200, deadline=None)
 @given(xs=st.lists(st.floats(min_value=0.0, max_value=1e4, allow_nan=False), min_size=1, max_size=300))
 def test_jain_is_numpys(xs):
+    """Jain's index on x / max|x| (scale-free, so no square overflows), to the last bit of numpy's."""
     a = np.array(xs, dtype=float)
-    s2 = float(np.sum(a * a))
-    want = float(np.sum(a) ** 2 / (len(a) * s2)) if s2 > 0 else 1.0
+    top = float(np.max(np.abs(a)))
+    want = 1.0 if top == 0 else float(np.sum(a / top) ** 2 / (len(a) * float(np.sum((a / top) ** 2))))
     got = jain(xs)
     assert got == want or (math.isnan(got) and math.isnan(want))
+
+
+def test_jain_of_huge_values_does_not_overflow():
+    assert jain([1e300, 1e300]) == 1.0
+    assert jain([1e300, 0.0]) == 0.5
 
 
 def _contention_numpy(arr, comp):

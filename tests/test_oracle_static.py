@@ -298,10 +298,17 @@ def test_relaxed_family_is_expanded_not_repaired_badly(monkeypatch) -> None:
     assert r.objective == pytest.approx(ref.objective, rel=1e-6)
 
 
-def test_enumeration_fast_path_matches_speed_model() -> None:
+@pytest.mark.parametrize("topology", [False, True])
+def test_enumeration_fast_path_matches_speed_model(topology) -> None:
     """Bulk (numpy) single-node pricing equals speed.duration (up to VEC_SAFETY, from below), and
-    pruning keeps every undominated allocation: the optimum is unchanged."""
-    inst = static_instance(gpus=8, nodes=2, jobs=3, sizes=(1, 2, 4), seed=11, variability=0.1)
+    pruning keeps every undominated allocation: the optimum is unchanged. With SPEC v1.1 sockets (two per
+    node, ``qpi_factor`` 1.2) the rows that span them are priced slower too."""
+    inst = static_instance(gpus=8, nodes=2, jobs=3, sizes=(1, 2, 4), seed=11, variability=0.1, topology=topology)
+    if topology:
+        d = inst.to_dict()
+        d["cluster"]["pcie_interference"] = 0.0      # brute force prices no co-location
+        inst = Instance.from_dict(d)
+        assert inst.cluster.qpi_factor > 1
     cs = enumerate_candidates(inst, prune=False)
     model = build_packing(inst, cs)
     for c in model.cols:

@@ -26,7 +26,7 @@ import numpy as np
 
 from jctlab.model import Allocation, Instance, Job
 from jctlab.resources import ps_placements
-from jctlab.speed import SpeedError, allreduce_s, duration, ps_counts, ps_overhead_s
+from jctlab.speed import SpeedError, allreduce_s, duration, ps_counts, ps_overhead_s, spans_sockets
 
 from ..budget import Budget
 from ..gpu_classes import GpuClass, gpu_classes
@@ -233,8 +233,8 @@ def _pareto_np(options: list[tuple[tuple, dict[str, float], dict[str, float], fl
     return [o for o, d in zip(options, dominated) if not d]
 
 
-#: memo of ``speed.duration`` per (job, multiset of (type, factor), nodes spanned, level, #PS): the
-#: speed model depends on nothing else (SPEC §2), so identical keys give identical durations
+#: memo of ``speed.duration`` per (job, multiset of (type, factor), nodes spanned, level, #PS, spans
+#: sockets): the speed model depends on nothing else (SPEC §2), so identical keys give identical durations
 _DUR_MEMO: dict[tuple, float | None] = {}
 
 
@@ -262,7 +262,9 @@ def _memo_duration(inst: Instance, j: int, classes: Sequence[GpuClass], counts: 
     for c, k in counts:
         key_c = (classes[c].type, classes[c].factor(job.job_class))
         sig[key_c] = sig.get(key_c, 0) + k
-    key = (j, tuple(sorted(sig.items())), len(set(nodes) | set(ps)), level, len(ps))
+    gpu = inst.cluster.gpu
+    key = (j, tuple(sorted(sig.items())), len(set(nodes) | set(ps)), level, len(ps),
+           spans_sockets(gpu[g] for g in gpus))
     if key in _DUR_MEMO:
         return _DUR_MEMO[key]
     cpg, mpg = (None, None) if level is None else level
@@ -409,12 +411,20 @@ def _node_candidates_fast(inst: Instance, j: int, sel: Sequence[GpuClass], n: in
     rho = np.array([job.samples_per_s[cl.type] / f for cl, f in zip(sel, facs)], dtype=float)
     V = count_matrix([cl.size for cl in sel], n)
     comm = allreduce_s(job.comm_mb, n, c.intra_node_gbps)
+    sockets = sorted({cl.socket for cl in sel if cl.socket is not None})
+    # classes × sockets: a row spanning two sockets is qpi_factor slower (SPEC §2, v1.1)
+    on_socket = np.array([[cl.socket == s for s in sockets] for cl in sel], dtype=float).reshape(len(sel), -1)
+
+    def qpi(vecs: Any) -> Any:
+        if c.qpi_factor == 1.0 or len(sockets) < 2:
+            return 1.0
+        return np.where(((vecs @ on_socket) > 0).sum(axis=1) > 1, c.qpi_factor, 1.0)
 
     def step(k: int, vecs: Any) -> Any:
         if c.split == "proportional":
-            return job.batch / (vecs @ rho) + allreduce_s(job.comm_mb, k, c.intra_node_gbps)
+            return (job.batch / (vecs @ rho) + allreduce_s(job.comm_mb, k, c.intra_node_gbps)) * qpi(vecs)
         mn = np.where(vecs > 0, rho[None, :], np.inf).min(axis=1)
-        return job.batch / (k * mn) + allreduce_s(job.comm_mb, k, c.intra_node_gbps)
+        return (job.batch / (k * mn) + allreduce_s(job.comm_mb, k, c.intra_node_gbps)) * qpi(vecs)
 
     st = step(n, V)
     keep = np.ones(len(V), dtype=bool)

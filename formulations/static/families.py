@@ -9,6 +9,7 @@ of its types (:func:`split_family`). Both keep the candidate set complete: the m
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Iterable, Sequence
 
@@ -99,7 +100,7 @@ def split_family(inst: Instance, classes: Sequence[GpuClass], fam: Candidate, ca
             if k:
                 counts[cl.index] = counts.get(cl.index, 0) + k
         # a pool with exactly the fixed GPUs (class sizes cut to the counts) + the free types' classes
-        pool = [GpuClass(cl.index, cl.node, cl.type, cl.variability, cl.ids[:counts[cl.index]])
+        pool = [dataclasses.replace(cl, ids=cl.ids[:counts[cl.index]])
                 for cl in kept + [cl for cl, k in zip(pool_t, vec) if k]] + rest
         d = optimistic_duration(inst, job, pool, tc, spread=fam.kind == "relaxed-spread")
         out.append(Candidate(fam.job, fam.kind, d, fam.n, counts=tuple(sorted(counts.items())), node=fam.node,

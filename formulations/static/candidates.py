@@ -443,7 +443,7 @@ def _node_candidates_fast(inst: Instance, j: int, sel: Sequence[GpuClass], n: in
     dur = job.iterations * st * (1.0 - VEC_SAFETY)
     node = sel[0].node
     nd = c.node[node]
-    meta = _row_meta(tuple((cl.index, cl.type) for cl in sel), V, n)
+    meta = _row_meta(tuple((cl.index, cl.type, cl.size) for cl in sel), V, n)
     cpu = ((node, n * nd.fair_cpus),)
     mem = ((node, n * nd.fair_mem_gb),)
     ncount = ((node, n),)
@@ -455,16 +455,17 @@ def _node_candidates_fast(inst: Instance, j: int, sel: Sequence[GpuClass], n: in
 _META_CACHE: dict[tuple, list[tuple[tuple, tuple]]] = {}
 
 
-def _row_meta(sig: tuple[tuple[int, str], ...], V: Any, n: int) -> list[tuple[tuple, tuple]]:
-    """(counts, type_counts) of every row of ``V`` over the classes ``sig`` (cached)."""
+def _row_meta(sig: tuple[tuple[int, str, int], ...], V: Any, n: int) -> list[tuple[tuple, tuple]]:
+    """(counts, type_counts) of every row of ``V`` over the classes ``sig`` (index, type, size: the sizes and
+    ``n`` determine ``V``, so the cache, shared by every instance of the process, keys on them)."""
     key = (sig, n)
     got = _META_CACHE.get(key)
     if got is None:
         got = []
         for vec in V.tolist():
-            counts = tuple((ci, k) for (ci, _), k in zip(sig, vec) if k)
+            counts = tuple((ci, k) for (ci, _, _), k in zip(sig, vec) if k)
             tcs: dict[str, int] = {}
-            for (_, t), k in zip(sig, vec):
+            for (_, t, _), k in zip(sig, vec):
                 if k:
                     tcs[t] = tcs.get(t, 0) + k
             got.append((counts, tuple(sorted(tcs.items()))))

@@ -58,8 +58,9 @@ def count_subsets(inst: Instance, job: Job) -> int:
 
 def _concrete_options(inst: Instance, params: ConcreteParams,
                       until: float | None = None) -> tuple[list[list[Option]], bool, bool]:
-    """Per job, its concrete options; ``complete`` when every GPU subset was enumerated; ``cut`` when
-    ``until`` cut the restricted space short.
+    """Per job, its concrete options; ``complete`` when every GPU subset was enumerated with every PS placement;
+    ``cut`` when ``until`` cut the restricted space short or PS placements were left out
+    (:func:`formulations.offline.options.ps_choices`: too many, or past ``until``).
 
     Complete enumeration (all GPU subsets of every allowed size, every PS multiset over every node,
     every cpu_mem level, minus dominated options with the same demands) happens when every job has

@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e ".[test]"
 	# compile the numba kernels now (~15 s, cached on disk), not inside the first solver's time limit
-	$(PY) -m matching.jit
+	$(PY) -m samplers.warm
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -19,7 +19,11 @@ import time
 
 import pytest
 
-from formulations import offline_candidates as oc
+from formulations.offline.classes import node_complete_options
+from formulations.offline.concrete import concrete_options
+from formulations.offline.greedy import greedy
+from formulations.offline.list_scheduling import SGS
+from formulations.offline.local_search import SearchParams, _move, local_search, search_options, with_allocations
 from jctlab.generators import offline_instance
 
 
@@ -28,10 +32,11 @@ def _setup(case="3-types"):
     inst = offline_instance(gpus=32, nodes=8, jobs=160, types=("v100",) if long else ("v100", "p100", "k80"),
                             interarrival_s=120, duration_h=(0.05, 20 if long else 2), max_size=8, variability=0.05,
                             locality_penalty=1.5, seed=0)
-    sched, rep = oc.greedy(inst)
-    conc, complete = oc.concrete_options(inst)
+    first = greedy(inst)
+    sched, rep = first.schedule, first.replay
+    conc, complete = concrete_options(inst)
     allocs = {inst.index[sg.job]: sg.alloc for sg in sched.segments}
-    opts = oc.with_allocations(inst, oc.search_options(inst, conc, complete, oc.node_complete_options(inst)), allocs)
+    opts = with_allocations(inst, search_options(inst, conc, complete, node_complete_options(inst)), allocs)
     start = {inst.index[sg.job]: sg.start for sg in sched.segments}
     order = sorted(range(len(inst.jobs)), key=lambda j: (start[j], j))
     return inst, rep.objective, opts, order, allocs
@@ -40,12 +45,12 @@ def _setup(case="3-types"):
 @pytest.mark.parametrize("case", ["full", "resumed", "gaps-full", "gaps-resumed"])
 def test_list_schedule_moves(benchmark, case):
     inst, _, opts, order, _ = _setup()
-    sg = oc.SGS(inst, opts)
+    sg = SGS(inst, opts)
     sg.gaps = case.startswith("gaps")
     _, choice, _ = sg.run(order)
     tr = sg.trace(order, choice)
     rnd = random.Random(0)
-    moves = [m for m in (oc._move(tr, sg.arr, rnd) for _ in range(600)) if m is not None][:300]
+    moves = [m for m in (_move(tr, sg.arr, rnd) for _ in range(600)) if m is not None][:300]
 
     def run():
         out = []
@@ -62,10 +67,10 @@ def test_list_schedule_moves(benchmark, case):
 @pytest.mark.parametrize("rules", ["start-order", "default"])
 @pytest.mark.parametrize("case", ["3-types", "long"])
 def test_local_search_value(benchmark, case, rules):
-    inst, greedy, opts, order, allocs = _setup(case)
-    share = 1.0 if rules == "start-order" else None
-    out = benchmark.pedantic(lambda: oc.local_search(inst, opts, [(order, allocs), order], time.perf_counter() + 10.0,
-                                                      start_order_share=share), rounds=1, iterations=1)
-    benchmark.extra_info.update(greedy=greedy, local_search=out[0])
-    print(f"\nsearch-10s {case} {rules}: greedy {greedy:.1f} → local search {out[0]:.1f}")
-    assert out[0] <= greedy + 1e-6
+    inst, first, opts, order, allocs = _setup(case)
+    params = SearchParams(start_order_share=1.0) if rules == "start-order" else SearchParams()
+    out = benchmark.pedantic(lambda: local_search(inst, opts, [(order, allocs), order], time.perf_counter() + 10.0,
+                                                  params=params), rounds=1, iterations=1)
+    benchmark.extra_info.update(greedy=first, local_search=out.objective)
+    print(f"\nsearch-10s {case} {rules}: greedy {first:.1f} → local search {out.objective:.1f}")
+    assert out.objective <= first + 1e-6

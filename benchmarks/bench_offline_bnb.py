@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from formulations import offline_bnb, offline_cpsat
+from formulations.offline import bnb as offline_bnb
+from formulations.offline import cpsat as offline_cpsat
 from jctlab.generators import offline_instance
 from jctlab.replay import replay
 

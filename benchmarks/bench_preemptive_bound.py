@@ -6,7 +6,7 @@
 Sia-Philly workloads. One GPU type: ``plain`` is the 160-bucket LP without the busy-time tangents, ``tangents``
 the one with them (``lower_bound`` without a limit). Three types: ``lower_bound`` with a 5-s limit (coarse bucket
 grids first: its 160-bucket LP takes over a minute there; per-job modes charge the slower types' run time and
-GPU-seconds, docs/oracle-offline.md follow-up 22). Each case prints the bound and its
+GPU-seconds). Each case prints the bound and its
 ratio to Σ(a_j + p_j)/n; compare times within one run (the machine is shared).
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from formulations import offline_candidates as oc
-from formulations import preemptive_bound
+from formulations.offline import preemptive_bound
+from formulations.offline.classes import class_options, trivial_bound
 from jctlab.generators import offline_instance
 
 
@@ -27,10 +27,10 @@ def _queue(types):
 @pytest.mark.parametrize("case", ["plain", "tangents", "3-types-5s"])
 def test_preemptive_lp_on_a_long_queue(benchmark, case):
     inst = _queue(("v100", "p100", "k80") if case == "3-types-5s" else ("v100",))
-    oc.class_options(inst)             # memoised options: time the LPs, not the option build
+    class_options(inst)             # memoised options: time the LPs, not the option build
     kw = {"time_limit": 5.0} if case == "3-types-5s" else {"tangents": case == "tangents"}
     lb = benchmark.pedantic(lambda: preemptive_bound.lower_bound(inst, **kw), rounds=1, iterations=1)
-    ratio = lb / oc.trivial_bound(inst)
+    ratio = lb / trivial_bound(inst)
     benchmark.extra_info.update(bound=lb, over_trivial=ratio)
     print(f"\n{case}: bound {lb:.1f} = {ratio:.3f} × Σ(a_j + p_j)/n")
     assert ratio > 1.0                 # a queue: the LP sees the GPUs run out

@@ -29,7 +29,7 @@ from typing import Any, Mapping
 
 from jctlab import limits as L
 from jctlab.errors import InputError
-from jctlab.model import Instance, _Reader, load_instance, read_json, write_json_atomic
+from jctlab.model import Instance, FieldReader, load_instance, read_json, write_json_atomic
 
 SUITE_FORMAT = "jctlab.suite/1"
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
@@ -290,7 +290,7 @@ class Suite:
 _VALUE = L.Range(0, math.inf, lo_open=True)
 
 
-class _SuiteReader(_Reader):
+class _SuiteReader(FieldReader):
     def read(self, d: Any, path: Path | None) -> Suite:
         d = self.obj(d, "")
         self.fmt(d, SUITE_FORMAT)

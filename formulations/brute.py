@@ -40,10 +40,13 @@ from jctlab.errors import InputError
 from jctlab.model import Allocation, Instance
 from jctlab.resources import node_demand
 from jctlab.result import Result
-from jctlab.speed import SpeedError, duration, ps_counts
+from jctlab.speed import ps_counts
 
-from .common import Deadline, finish, objective_weights, static_schedule, timed_schedule
-from .heuristic import realize
+from .budget import Budget
+from .gpu_sets import timed_allocations
+from .offline.retime import realize
+from .results import result_of_schedule
+from .schedules import objective_weights, static_schedule, timed_schedule
 
 SOLVER = "brute"
 VERSION = "1"
@@ -69,17 +72,9 @@ def job_allocations(inst: Instance, j: int, limit: int = MAX_ALLOCATIONS) -> lis
     count = sum(math.comb(len(ids), n) * n_ps_sets(n) for n in job.sizes) * len(levels)
     if count > limit:
         raise InputError(inst.name, f"jobs[{j}]", f"too large for brute force ({count} allocations > {limit})")
-    out = []
-    for n in job.sizes:
-        sets_n = ps_sets(n)
-        for gs in itertools.combinations(ids, n):
-            for c, m in levels:
-                for ps in sets_n:
-                    a = Allocation(gs, ps, c, m)
-                    try:
-                        out.append((duration(job, a, inst.cluster), a))
-                    except SpeedError:
-                        pass
+    gpu_sets = (gs for n in job.sizes for gs in itertools.combinations(ids, n))
+    sets_of_size = {n: ps_sets(n) for n in job.sizes}
+    out = timed_allocations(job, inst.cluster, gpu_sets, lambda gs: sets_of_size[len(gs)])
     out.sort(key=lambda x: x[0])
     return out
 
@@ -106,12 +101,12 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
         return _static(inst, time_limit, seed, t0)
     if inst.problem == "offline":
         return _offline(inst, time_limit, seed, t0)
-    return finish(inst, SOLVER, None, None, t0, SOLVER, VERSION, _params(time_limit, seed),
+    return result_of_schedule(inst, SOLVER, None, None, t0, SOLVER, VERSION, _params(time_limit, seed),
                   error="brute force covers the static and offline classes only")
 
 
 def _static(inst: Instance, time_limit: float | None, seed: int, t0: float) -> Result:
-    dl = Deadline(time_limit, t0)
+    dl = Budget(time_limit, t0)
     J = len(inst.jobs)
     opts = [job_allocations(inst, j) for j in range(J)]
     w = objective_weights(inst)
@@ -158,9 +153,9 @@ def _static(inst: Instance, time_limit: float | None, seed: int, t0: float) -> R
     rec(0, 0.0)
     params = _params(time_limit, seed)
     if best[1] is None:
-        return finish(inst, SOLVER, None, None, t0, SOLVER, VERSION, params, infeasible=not timed_out[0])
+        return result_of_schedule(inst, SOLVER, None, None, t0, SOLVER, VERSION, params, infeasible=not timed_out[0])
     sched = static_schedule(inst, best[1], SOLVER)
-    return finish(inst, SOLVER, sched, None if timed_out[0] else best[0], t0, SOLVER, VERSION, params)
+    return result_of_schedule(inst, SOLVER, sched, None if timed_out[0] else best[0], t0, SOLVER, VERSION, params)
 
 
 def earliest_start(inst: Instance, j: int, a: Allocation, d: float,
@@ -199,13 +194,13 @@ def earliest_start(inst: Instance, j: int, a: Allocation, d: float,
 
 
 def _offline(inst: Instance, time_limit: float | None, seed: int, t0: float) -> Result:
-    dl = Deadline(time_limit, t0)
+    dl = Budget(time_limit, t0)
     J = len(inst.jobs)
     opts = [job_allocations(inst, j) for j in range(J)]
     opts = [[(d, a, _usage(inst, j, a)) for d, a in o] for j, o in enumerate(opts)]
     opts = [[x for x in o if not any(_over(inst, v, c, m) for v, (c, m) in x[2].items())] for o in opts]
     if any(not o for o in opts):
-        return finish(inst, SOLVER, None, None, t0, SOLVER, VERSION, _params(time_limit, seed), infeasible=True)
+        return result_of_schedule(inst, SOLVER, None, None, t0, SOLVER, VERSION, _params(time_limit, seed), infeasible=True)
     w = objective_weights(inst)
     mk = inst.objective == "makespan"
     amin = min(job.arrival for job in inst.jobs)
@@ -246,10 +241,10 @@ def _offline(inst: Instance, time_limit: float | None, seed: int, t0: float) -> 
     rec(0.0)
     params = _params(time_limit, seed)
     if best[1] is None:
-        return finish(inst, SOLVER, None, None, t0, SOLVER, VERSION, params, infeasible=not timed_out[0])
+        return result_of_schedule(inst, SOLVER, None, None, t0, SOLVER, VERSION, params, infeasible=not timed_out[0])
     st, al = best[1]
     if inst.cluster.has_interference:
         order = sorted(range(J), key=lambda j: (st[j], j))
         st = realize(inst, order, al, planned=st) or st
     sched = timed_schedule(inst, st, al, SOLVER)
-    return finish(inst, SOLVER, sched, None if timed_out[0] else best[0], t0, SOLVER, VERSION, params)
+    return result_of_schedule(inst, SOLVER, sched, None if timed_out[0] else best[0], t0, SOLVER, VERSION, params)

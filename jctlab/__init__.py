@@ -11,10 +11,10 @@ from .errors import InputError, InvalidSchedule  # noqa: E402
 from .model import (Allocation, Claimed, Cluster, GPU, Instance, Job, Node, Schedule, Segment,  # noqa: E402
                     load_instance, load_schedule, save_instance, save_schedule)
 from .replay import Replay, replay  # noqa: E402
-from .result import Result, Solver  # noqa: E402
+from .result import Result, SolveStatus, Solver  # noqa: E402
 
 __all__ = [
     "Allocation", "Claimed", "Cluster", "GPU", "InputError", "Instance", "InvalidSchedule", "Job", "Node",
-    "Replay", "Result", "Schedule", "Segment", "Solver", "load_instance", "load_schedule", "replay",
+    "Replay", "Result", "Schedule", "Segment", "SolveStatus", "Solver", "load_instance", "load_schedule", "replay",
     "save_instance", "save_schedule",
 ]

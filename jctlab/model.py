@@ -251,8 +251,9 @@ class Schedule:
 # --------------------------------------------------------------------------- readers
 
 
-class _Reader:
-    """Small typed accessors that turn every problem into an InputError with a JSON path."""
+class FieldReader:
+    """Small typed accessors that turn every problem into an InputError with a JSON path (the instance and
+    schedule readers here, the suite reader of the evaluation harness)."""
 
     def __init__(self, source: str):
         self.source = source
@@ -337,7 +338,7 @@ class _Reader:
             raise self.fail("format", f"unsupported format {f!r} (this jctlab reads {expected!r})")
 
 
-class _InstanceReader(_Reader):
+class _InstanceReader(FieldReader):
     KNOWN_TOP = {"format", "name", "problem", "objective", "cluster", "jobs"}
     KNOWN_CLUSTER = {"nodes", "intra_node_gbps", "inter_node_gbps", "locality_penalty", "split", "interference",
                      "restart_s", "qpi_factor", "pcie_interference"}
@@ -523,7 +524,7 @@ class _InstanceReader(_Reader):
         )
 
 
-class _ScheduleReader(_Reader):
+class _ScheduleReader(FieldReader):
     KNOWN_TOP = {"format", "instance", "method", "segments", "claimed"}
     KNOWN_SEGMENT = {"job", "start", "end", "gpus", "ps_nodes", "cpus_per_gpu", "mem_gb_per_gpu"}
     KNOWN_CLAIMED = {"objective", "lower_bound", "status", "runtime_s"}

@@ -19,7 +19,7 @@ from jctlab.model import Instance, Schedule
 
 #: imported once by the fork server so that a new worker starts in a fraction of a second; a name that no
 #: longer exists is skipped by the fork server (the worker then imports what it needs itself)
-PRELOAD = ("jctlab.model", "oracle.methods", "formulations.offline_cpsat")
+PRELOAD = ("jctlab.model", "oracle.methods", "formulations.offline.cpsat")
 
 
 @dataclass(frozen=True)

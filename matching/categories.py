@@ -9,7 +9,7 @@ speed model (SPEC §2) makes j's duration depend only on
 
 A job's *menu* is the list of its options (c, local, duration), fastest first, without the options that
 another one dominates (no more GPUs of any type, as easy to place, no slower). Durations come from
-:func:`jctlab.speed.step_time_table`, all options of all job profiles at once; with per-GPU
+:func:`jctlab.speed_tables.step_time_table`, all options of all job profiles at once; with per-GPU
 variability from :func:`jctlab.speed.base_iteration_time` on one canonical allocation per option. Two
 categorizations of the feasible solutions are used:
 
@@ -32,11 +32,13 @@ from typing import Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from jctlab.model import Allocation, Instance, Job
-from jctlab.speed import SpeedError, base_iteration_time, step_time_table
+from jctlab.speed import SpeedError, base_iteration_time
+from jctlab.speed_tables import step_time_table
 
 
 def compositions(n: int, caps: Sequence[int]) -> Iterator[tuple[int, ...]]:
-    """All vectors c ≥ 0 with Σc = n and c_t ≤ caps[t], the first type's count highest first."""
+    """All vectors c ≥ 0 with Σc = n and c_t ≤ caps[t], the first type's count highest first (the order of
+    :func:`formulations.static.candidates.count_vectors`, the lazy form of the same enumeration: a tested law)."""
     return iter([tuple(c) for c in _count_vectors([n], caps).tolist()])
 
 
@@ -214,7 +216,7 @@ def _cached_options(keys: list[tuple], reps: list[Job], cl, types: list[str], ca
     """Options of every profile ``keys[p]`` (``reps[p]``: a job with it) on GPUs without variability.
 
     Option lists are cached per (profile, cluster speed signature, free-count structure of the
-    nodes); the missing ones are priced together, one :func:`jctlab.speed.step_time_table` call per
+    nodes); the missing ones are priced together, one :func:`jctlab.speed_tables.step_time_table` call per
     (usable types, sizes) group of profiles on its (count vector, local/spread) pairs (:func:`_pairs`).
     """
     sig = (tuple(types), cl.intra_node_gbps, cl.inter_node_gbps, cl.locality_penalty, cl.split)

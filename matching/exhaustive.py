@@ -20,6 +20,7 @@ variability, PS or cpu_mem) and the schedule is reported ``feasible``.
 from __future__ import annotations
 
 import math
+import time
 from typing import Sequence
 
 import numpy as np
@@ -39,8 +40,6 @@ def dp_optimum(menu: Menu, allowed: np.ndarray | None = None, deadline: float | 
 
     Returns (choice, value); (None, inf) when no choice fits. Raises MemoryError on huge state spaces.
     """
-    import time
-
     T = len(menu.types)
     cap = [int(x) for x in menu.cap]
     if n_states(menu) * max(1, menu.J) > MAX_STATES * 8:

@@ -20,16 +20,18 @@ from typing import Annotated, Any
 
 import numpy as np
 
+from jctlab import registry
 from jctlab.argtypes import Choice, Count, Fairness, MarketStep
 from jctlab.errors import InputError
 from jctlab.model import Allocation, Instance, Schedule, Segment
 from jctlab.replay import replay
-from jctlab.result import Result
+from jctlab.result import Result, SolveStatus
 
 from .categories import Menu, build_menu, realize
 from .exhaustive import dp_optimum
 from .market import dual_bound, type_market
-from .search import beam, polish
+from .search import beam, polish, reference
+from .stable import gale_shapley, speed_preferences
 
 VERSION = "1"
 
@@ -71,18 +73,18 @@ def finish(inst: Instance, method: str, allocs_by_job: dict[int, Allocation], t0
     sched = schedule_of(inst, method, allocs_by_job)
     rep = replay(inst, sched, with_metrics=False)
     if not rep.valid:  # a bug of ours: say so rather than claim anything
-        return Result(None, None, lower_bound, "error", time.perf_counter() - t0, solver, VERSION,
+        return Result(None, None, lower_bound, SolveStatus.ERROR, time.perf_counter() - t0, solver, VERSION,
                       dict(params, error=rep.error))
     obj = float(rep.objective)
     if lower_bound is not None and lower_bound > obj:
         lower_bound = obj                         # float noise only: the bound is ≤ obj by construction
-    status = "feasible"
+    status = SolveStatus.FEASIBLE
     if exact and lower_bound is not None and obj <= lower_bound * (1 + 1e-9) + 1e-9:
-        status = "optimal"
+        status = SolveStatus.OPTIMAL
     return Result(sched, obj, lower_bound, status, time.perf_counter() - t0, solver, VERSION, params)
 
 
-def _realize(inst: Instance, menu: Menu, choice) -> tuple[dict[int, Allocation], bool]:
+def realize_choice(inst: Instance, menu: Menu, choice) -> tuple[dict[int, Allocation], bool]:
     allocs, ok = realize(menu, choice)
     return {j: a for j, a in zip(menu.jobs, allocs)}, ok  # type: ignore[misc]
 
@@ -90,7 +92,7 @@ def _realize(inst: Instance, menu: Menu, choice) -> tuple[dict[int, Allocation],
 def market_failure(e: Exception, t0: float, solver: str) -> Result:
     """The Result when the type market fails: ``infeasible`` with its counting proof (ValueError),
     ``error`` when prices diverged (RuntimeError: no placement found, no proof either way)."""
-    status = "infeasible" if isinstance(e, ValueError) else "error"
+    status = SolveStatus.INFEASIBLE if isinstance(e, ValueError) else SolveStatus.ERROR
     return Result(None, None, None, status, time.perf_counter() - t0, solver, VERSION, {"error": str(e)})
 
 
@@ -124,11 +126,11 @@ def exhaustive(inst: Instance, *, time_limit: float | None = None, threads: int 
     try:
         choice, value = dp_optimum(menu, deadline=deadline)
     except (TimeoutError, MemoryError) as e:
-        return Result(None, None, None, "timeout_no_solution", time.perf_counter() - t0, "matching/exhaustive-dp",
+        return Result(None, None, None, SolveStatus.TIMEOUT_NO_SOLUTION, time.perf_counter() - t0, "matching/exhaustive-dp",
                       VERSION, {"error": str(e)})
     if choice is None:
-        return Result(None, None, None, "infeasible", time.perf_counter() - t0, "matching/exhaustive-dp", VERSION, {})
-    allocs, ok = _realize(inst, menu, choice)
+        return Result(None, None, None, SolveStatus.INFEASIBLE, time.perf_counter() - t0, "matching/exhaustive-dp", VERSION, {})
+    allocs, ok = realize_choice(inst, menu, choice)
     valid = bound_valid(inst)
     lb = value / menu.J if valid else None
     exact = valid and menu.exact_packing and ok and not inst.cluster.has_interference
@@ -144,12 +146,14 @@ def matching(inst: Instance, *, time_limit: float | None = None, threads: int = 
     """Market-clearing type prices choose categories; matching assigns workers (deterministic).
 
     ``samples``/``fairness`` are accepted for a uniform signature: ``samples > 0`` delegates to the
-    sampling method; ``fairness`` weights Jain's index of slowdowns in the local search.
+    ``sampling`` method (found through the method registry: the sampling package builds on this one);
+    ``fairness`` weights Jain's index of slowdowns in the local search.
     ``market_step``: the auction's minimum relative price raise; ``fast``: capped polish (one round
     of pair moves); ``market_step=0.01, fast=False`` is the earlier, slower setting."""
     if samples and samples > 0:
-        from samplers.methods import sampling
-
+        sampling = registry.method("sampling")
+        if sampling is None:
+            raise InputError("command line", "--samples", "the sampling method is not installed")
         return sampling(inst, time_limit=time_limit, threads=threads, seed=seed, hint=hint, samples=samples,
                         fairness=fairness)
     t0 = time.perf_counter()
@@ -163,8 +167,6 @@ def matching(inst: Instance, *, time_limit: float | None = None, threads: int = 
         return market_failure(e, t0, "matching/market")
     ref = None
     if fairness > 0:
-        from .search import reference
-
         ref = reference(menu)
     lb_sum = price_bound(inst, menu, lam)
     # exact categories and a cleared choice that attains the bound: optimal, nothing to search
@@ -181,15 +183,13 @@ def matching(inst: Instance, *, time_limit: float | None = None, threads: int = 
         allocs = stable_allocs(inst, menu, choice)
         ok = False
     else:
-        allocs, ok = _realize(inst, menu, choice)
+        allocs, ok = realize_choice(inst, menu, choice)
     return finish(inst, "matching", allocs, t0, lb, lb_sum is not None,
                   {"prices": [float(x) for x in lam], "inner": inner, "width": width}, "matching/market")
 
 
 def stable_allocs(inst: Instance, menu: Menu, choice) -> dict[int, Allocation]:
     """Workers by many-to-one Gale–Shapley with quotas = the category's worker counts."""
-    from .stable import gale_shapley, speed_preferences
-
     gpus = [g for per in menu.free.values() for ids in per.values() for g in ids]
     quotas = list(menu.sizes(choice))
     prefs, rank, _ = speed_preferences(inst, menu.jobs, gpus)
@@ -216,7 +216,7 @@ def unaware(inst: Instance, *, time_limit: float | None = None, threads: int = 1
         a = max(range(J), key=lambda i: (sizes[i], -i))
         smaller = [n for n in inst.jobs[a].sizes if n < sizes[a]]
         if not smaller:
-            return Result(None, None, None, "infeasible", time.perf_counter() - t0, "matching/unaware", VERSION, {})
+            return Result(None, None, None, SolveStatus.INFEASIBLE, time.perf_counter() - t0, "matching/unaware", VERSION, {})
         sizes[a] = max(smaller)
     free = {n.name: [g.id for g in n.gpus] for n in cl.nodes}
     allocs: dict[int, Allocation] = {}
@@ -226,7 +226,7 @@ def unaware(inst: Instance, *, time_limit: float | None = None, threads: int = 1
         node = next((nm for nm, ids in ok.items() if len(ids) >= n), None)
         gpus = ok[node][:n] if node is not None else [g for ids in ok.values() for g in ids][:n]
         if len(gpus) < n:
-            return Result(None, None, None, "infeasible", time.perf_counter() - t0, "matching/unaware", VERSION, {})
+            return Result(None, None, None, SolveStatus.INFEASIBLE, time.perf_counter() - t0, "matching/unaware", VERSION, {})
         for g in gpus:
             free[cl.gpu[g].node].remove(g)
         allocs[i] = Allocation(tuple(gpus), ((cl.gpu[gpus[0]].node,) if job.ps is not None else ()))

@@ -16,7 +16,9 @@ from typing import Iterable
 
 import numpy as np
 
+from jctlab import registry
 from jctlab.argtypes import Count, Fairness
+from jctlab.errors import InputError
 from jctlab.model import Instance
 from jctlab.resources import cpus_fit, node_demand, ps_placement, with_cpu_room
 from jctlab.simulate import Action, Start
@@ -28,6 +30,9 @@ from .search import beam, polish
 
 
 class MatchingPolicy:
+    """Re-place the waiting jobs at each event: market prices, then beam search and polish on the free GPUs.
+    A subclass may :meth:`propose` another choice per decision (the sampling policy draws categories)."""
+
     def __init__(self, inst: Instance, seed: int = 0, width: int = 32, max_jobs: int = 64,
                  samples: int = 0, fairness: float = 0.0):
         self.inst = inst
@@ -66,12 +71,9 @@ class MatchingPolicy:
         skip = [(b if math.isfinite(b) else 0.0) + (wait if math.isfinite(wait) else big) for b in best]
         menu = build_menu(self.inst, waiting, free, skip_cost=skip)
         lam, choice, _ = type_market(menu.D, menu.C, menu.cap)
-        if self.samples > 0:
-            from samplers.methods import sample_best
-
-            alt, _ = sample_best(menu, lam, self.samples, self.seed + self.calls, self.fairness)
-            if alt is not None and menu.value(alt) < menu.value(choice):
-                choice = alt
+        alt = self.propose(menu, lam)
+        if alt is not None and menu.value(alt) < menu.value(choice):
+            choice = alt
         if self.width > 0:
             b = beam(menu, lam, self.width)
             if b is not None and menu.value(b) < menu.value(choice):
@@ -79,6 +81,10 @@ class MatchingPolicy:
         choice = polish(menu, choice)
         allocs, _ = realize(menu, choice)
         return self._within_cpus(sim, waiting, allocs)
+
+    def propose(self, menu, lam):
+        """Another choice for this decision (None: none)."""
+        return None
 
     def _within_cpus(self, sim, waiting, allocs) -> list[Action]:
         """The starts whose CPUs fit beside the running jobs and the earlier starts; a PS job whose servers
@@ -116,4 +122,11 @@ class MatchingPolicy:
 
 def matching_policy(inst: Instance, seed: int = 0, width: Count = 32, max_jobs: Count = 64, samples: Count = 0,
                     fairness: Fairness = 0.0) -> MatchingPolicy:
+    """The ``matching`` policy; with ``samples > 0`` the registered ``sampling`` policy (which builds on this
+    one) with the matching policy's beam width unless given."""
+    if samples > 0:
+        sampling = registry.policy_factory("sampling")
+        if sampling is None:
+            raise InputError("command line", "--samples", "the sampling policy is not installed")
+        return sampling(inst, seed=seed, width=width, max_jobs=max_jobs, samples=samples, fairness=fairness)
     return MatchingPolicy(inst, seed=seed, width=width, max_jobs=max_jobs, samples=samples, fairness=fairness)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from jctlab.metrics import ReferenceDurations, strip_variability
+
 from .categories import Menu
 from .jit import njit
 
@@ -30,8 +32,7 @@ def scores(d: np.ndarray, ref: np.ndarray | None, fairness: float) -> np.ndarray
 
 
 def reference(menu: Menu) -> np.ndarray:
-    from jctlab.metrics import ReferenceDurations, strip_variability
-
+    """Per job of the menu, its run time alone on its best homogeneous allocation (slowdown references)."""
     ref_of = ReferenceDurations(strip_variability(menu.inst.cluster))
     r = np.array([ref_of(menu.inst.jobs[j]) for j in menu.jobs])
     return np.where(np.isfinite(r) & (r > 0), r, 1.0)
@@ -46,7 +47,7 @@ def repair(menu: Menu, choice: np.ndarray, allowed: np.ndarray | None = None) ->
     """Move jobs to options that use fewer over-demanded GPUs, cheapest extra time per GPU freed,
     until the choice fits; None when impossible within ``allowed``."""
     ch = np.array(choice, dtype=np.int64)
-    return ch if _repair(menu.C, menu.D, menu.cap, _ok(menu, allowed), ch) else None
+    return ch if repair_kernel(menu.C, menu.D, menu.cap, _ok(menu, allowed), ch) else None
 
 
 def one_opt(menu: Menu, choice: np.ndarray, allowed: np.ndarray | None = None, fairness: float = 0.0,
@@ -54,7 +55,7 @@ def one_opt(menu: Menu, choice: np.ndarray, allowed: np.ndarray | None = None, f
     """Best single-job option changes that fit the free capacity, until none improves the score."""
     ch = np.array(choice, dtype=np.int64)
     r = np.ones(menu.J) if ref is None else np.asarray(ref, dtype=float)
-    _one_opt(menu.C, menu.D, menu.cap, _ok(menu, allowed), ch, float(fairness), r, max_sweeps)
+    one_opt_kernel(menu.C, menu.D, menu.cap, _ok(menu, allowed), ch, float(fairness), r, max_sweeps)
     return ch
 
 
@@ -116,7 +117,7 @@ def _usage(C, ch):
 
 
 @njit
-def _repair(C, D, cap, ok, ch):
+def repair_kernel(C, D, cap, ok, ch):
     """:func:`repair` in place; True when the choice fits."""
     J, O, T = C.shape
     use = _usage(C, ch)
@@ -175,7 +176,7 @@ def _fits(C, cap, use, a, cur, o):
 
 
 @njit
-def _one_opt(C, D, cap, ok, ch, fairness, ref, max_sweeps):
+def one_opt_kernel(C, D, cap, ok, ch, fairness, ref, max_sweeps):
     """:func:`one_opt` in place: each job in turn takes its best-scoring option that fits."""
     J, O, T = C.shape
     use = _usage(C, ch)

@@ -1,7 +1,7 @@
 """Busy-period decomposition of offline instances: solve the blocks apart, add their schedules and bounds.
 
 Sort the jobs by arrival. A *split* before job k is a point where some schedule of the jobs that arrive
-earlier finishes them all by a_k (the list-scheduling greedy of :func:`formulations.heuristic.offline_greedy`
+earlier finishes them all by a_k (the list-scheduling greedy of :func:`formulations.offline.greedy.offline_greedy`
 is the witness: the cluster is idle from its last completion up to a_k). Between splits lie the *blocks*.
 
 Why a block's answers add up (objectives that are sums over jobs: mean and weighted JCT; not makespan):
@@ -24,11 +24,15 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from formulations.offline.greedy import offline_greedy
+from formulations.results import result_of_schedule
+from formulations.schedules import objective_weights
 from jctlab.model import Instance, Schedule
 from jctlab.replay import replay
-from jctlab.result import Result
+from jctlab.result import Result, SolveStatus
 
 #: the methods that solve an offline instance block by block (``brute`` stays whole: it is the reference)
 METHODS = ("cpsat", "milp", "milp-cbc", "bnb", "auto")
@@ -37,18 +41,22 @@ MIN_BLOCK_S = 1e-3   # s: the smallest time limit handed to a block (the methods
 Dispatch = Callable[[str, Instance, "float | None", int, int, "Schedule | None", dict], Result]
 
 
-def split(inst: Instance) -> tuple[list[list[int]], Schedule] | None:
-    """The blocks (job indices, by arrival) and the witness schedule, or None when there is one block
-    (or the instance is not offline with a sum objective, or the greedy finds no schedule)."""
+@dataclass(frozen=True)
+class Blocks:
+    """The busy periods of an instance: job indices per block (by arrival), and the witness schedule."""
+
+    parts: list[list[int]]
+    witness: Schedule
+
+
+def split(inst: Instance) -> Blocks | None:
+    """The blocks and the witness schedule, or None when there is one block (or the instance is not offline
+    with a sum objective, or the greedy finds no schedule)."""
     if inst.problem != "offline" or inst.objective == "makespan" or len(inst.jobs) < 2:
         return None
-    from formulations.common import timed_schedule
-    from formulations.heuristic import offline_greedy
-
-    g = offline_greedy(inst)
-    if g is None:
+    witness = offline_greedy(inst, "blocks-greedy")
+    if witness is None:
         return None
-    witness = timed_schedule(inst, g[0], g[1], "blocks-greedy")
     rep = replay(inst, witness)
     if not rep.valid:
         return None
@@ -61,7 +69,7 @@ def split(inst: Instance) -> tuple[list[list[int]], Schedule] | None:
         else:
             parts.append([j])
         end = max(end, rep.completion[inst.jobs[j].name])
-    return (parts, witness) if len(parts) > 1 else None
+    return Blocks(parts, witness) if len(parts) > 1 else None
 
 
 def _restrict(sched: Schedule | None, names: set[str]) -> Schedule | None:
@@ -76,8 +84,6 @@ def solve(method: str, inst: Instance, parts: Sequence[Sequence[int]], witness: 
           dispatch: Dispatch, t0: float | None = None) -> Result:
     """Solve each block with ``dispatch(method, block, ...)`` and combine (see the module docstring).
     ``t0``: when the caller's clock started (the time limit and the runtime count from it)."""
-    from formulations.common import finish, objective_weights
-
     t0 = time.perf_counter() if t0 is None else t0
     w = objective_weights(inst)
     W = sum(w)
@@ -99,11 +105,11 @@ def solve(method: str, inst: Instance, parts: Sequence[Sequence[int]], witness: 
     main = max(results, key=lambda r: r.runtime_s)
     params: dict[str, Any] = {"time_limit": time_limit, "threads": threads, "seed": seed, "blocks": info}
     for g, r in enumerate(results):
-        if r.status == "error":
-            return finish(inst, method, None, None, t0, main.solver, main.version, params,
+        if r.status == SolveStatus.ERROR:
+            return result_of_schedule(inst, method, None, None, t0, main.solver, main.version, params,
                           error=f"block {g} ({len(parts[g])} jobs): {r.params.get('error', 'error')}")
-        if r.status == "infeasible":
-            return finish(inst, method, None, None, t0, main.solver, main.version, params, infeasible=True)
+        if r.status == SolveStatus.INFEASIBLE:
+            return result_of_schedule(inst, method, None, None, t0, main.solver, main.version, params, infeasible=True)
 
     bound: float | None = 0.0
     segments: list = []
@@ -119,7 +125,7 @@ def solve(method: str, inst: Instance, parts: Sequence[Sequence[int]], witness: 
         segments += sched.segments  # type: ignore[union-attr]
     if fallback:
         params["witness_blocks"] = fallback
-    return finish(inst, method, Schedule(inst.name, method, tuple(segments)), bound, t0, main.solver,
+    return result_of_schedule(inst, method, Schedule(inst.name, method, tuple(segments)), bound, t0, main.solver,
                   main.version, params)
 
 

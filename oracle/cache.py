@@ -36,7 +36,7 @@ from typing import Any, Callable
 from jctlab.errors import InputError
 from jctlab.model import Instance, Schedule
 from jctlab.replay import replay
-from jctlab.result import Result
+from jctlab.result import Result, SolveStatus
 
 CACHE_VERSION = 2
 TIMEOUT_S = 60.0
@@ -44,7 +44,7 @@ COLUMNS = ("key", "method", "instance", "created", "payload", "digest")
 #: the packages whose code can shape an oracle result (``auto`` runs baselines and matching for hints)
 CODE_PACKAGES = ("jctlab", "formulations", "oracle", "matching", "samplers", "baselines")
 LIBRARIES = ("ortools", "highspy", "pulp", "numpy", "scipy", "numba")
-#: the tolerance of an ``optimal`` status (formulations.common.GAP_TOL), plus JSON round-off
+#: the tolerance of an ``optimal`` status (formulations.results.GAP_TOL), plus JSON round-off
 OPTIMAL_RTOL = 1e-6
 
 log = logging.getLogger("jctlab.cache")
@@ -187,7 +187,7 @@ def unverified(inst: Instance, r: Result) -> str | None:
     """Why the cache may not return ``r`` for ``inst`` (None: every claim checked). Only a schedule can be
     checked: it must replay valid to the stored objective (and the bound not exceed it, :func:`replay`),
     and an ``optimal`` status needs a bound within the optimality tolerance of that objective."""
-    if r.status not in ("optimal", "feasible"):
+    if r.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
         return f"status {r.status} cannot be checked by replay"
     if r.schedule is None or r.objective is None:
         return f"status {r.status} without a schedule"
@@ -196,8 +196,8 @@ def unverified(inst: Instance, r: Result) -> str | None:
     rep = replay(inst, r.claimed_schedule(), with_metrics=False)  # type: ignore[arg-type]
     if not rep.valid:
         return f"does not replay: {rep.error}"
-    if r.status == "optimal" and (r.lower_bound is None
-                                  or r.objective - r.lower_bound > OPTIMAL_RTOL * abs(r.objective) + 1e-9):
+    if r.status == SolveStatus.OPTIMAL and (r.lower_bound is None
+                                                  or r.objective - r.lower_bound > OPTIMAL_RTOL * abs(r.objective) + 1e-9):
         return "optimal without a bound that meets its objective"
     return None
 
@@ -299,7 +299,7 @@ def cached_call(cache: Any, inst: Instance, method: str, params: dict[str, Any],
     if hit is not None:
         return hit.with_(params={**hit.params, "cache": "hit"})
     r = compute()
-    if r.status in ("optimal", "feasible") and r.schedule is not None:
+    if r.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE) and r.schedule is not None:
         try:
             c.put(inst, key, method, r)
         except (sqlite3.Error, OSError, InputError) as e:   # the result stands; only its copy is lost

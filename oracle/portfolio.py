@@ -1,19 +1,21 @@
 """The ``auto`` method: a portfolio that keeps the best replayed schedule and the largest proven bound.
 
 Static and offline: a heuristic incumbent first (it becomes the hint of every member, hinting every
-variable), then CP-SAT and the HiGHS MILP. With ``threads >= 2`` and a limit of at least ``RACE_MIN_S``
+variable), then CP-SAT and the HiGHS MILP. With ``threads >= 2`` and a limit of at least ``race_min_s``
 (or none), static instances, and offline instances where jobs queue for GPUs (the preemptive LP bound
-is above ``RACE`` × Σ(a_j + p_j)/n), run them at the same time in two processes, each with half the
+is above ``race`` × Σ(a_j + p_j)/n), run them at the same time in two processes, each with half the
 threads, under one wall-clock deadline; a member that proves optimality (or infeasibility) ends the
 other at once. Otherwise they run one after the other with every thread: CP-SAT (always, for the
 bound) with 60 % of the time limit, 85 % on offline instances, then HiGHS with the rest, unless CP-SAT
-proved optimality or less than ``MEMBER_MIN_S`` is left; HiGHS is hinted with the better schedule. On
-an offline queue with one thread the order is reversed, HiGHS first with ``QUEUE_MILP_SHARE``.
+proved optimality or less than ``member_min_s`` is left; HiGHS is hinted with the better schedule. On
+an offline queue with one thread the order is reversed, HiGHS first with ``queue_milp_share`` (:class:`PortfolioParams`).
 (Offline without a queue: CP-SAT with 2 threads proves what CP-SAT with 1 thread beside a HiGHS
-process does not, docs/oracle-offline.md, follow-up 10; on a queue neither proves, and HiGHS'
-list-scheduling incumbents and CP-SAT's LP bounds are best combined, follow-up 15.) The shared hint is
-the market matching (``matching.methods.matching``), else the greedy. Preemptive: the colleague's lower
-bound (status ``bound_only``).
+process does not; on a queue neither proves, and HiGHS' list-scheduling incumbents and CP-SAT's LP bounds are
+best combined.) The shared hint is the market matching (``matching.methods.matching``), else the greedy.
+Preemptive: the preemptive LP's lower bound (status ``bound_only``).
+
+The members are solved through a ``member`` function (:func:`oracle.dispatch.dispatch`, which the
+caller passes in: the portfolio does not import the dispatcher that imports it).
 """
 
 from __future__ import annotations
@@ -22,61 +24,80 @@ import importlib
 import multiprocessing as mp
 import queue
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
+from baselines.families import resolve
+from formulations.budget import Budget
+from formulations.offline import bnb as offline_bnb
+from formulations.offline.classes import trivial_bound
+from formulations.offline.concrete import concrete_options
+from formulations.offline.greedy import offline_greedy
+from formulations.offline.options import binding_resources
+from formulations.offline.pipeline import preemptive_lb
+from formulations.results import checked_bound, result_of_schedule, solver_versions
+from formulations.schedules import replay_objective, static_schedule
+from formulations.static.candidates import enumerate_candidates
+from formulations.static.greedy import static_greedy
+from formulations.static.packing import build_packing
+from formulations.static.pipeline import matching_allocations
 from jctlab.model import Instance, Schedule
-from jctlab.result import Result
+from jctlab.replay import replay
+from jctlab.result import Result, SolveStatus
+from jctlab.simulate import PolicyError, simulate
+
+from .cache import from_payload, to_payload
 
 MEMBERS = ("cpsat", "milp")
-CPSAT_SHARE = 0.6
-#: offline instances without a queue run the members one after the other with every thread, CP-SAT first
-#: with this share: there its offline oracle beats the MILP and needs its threads (docs/oracle-offline.md,
-#: follow-ups 10 and 15)
-OFFLINE_CPSAT_SHARE = 0.85
-#: offline: the preemptive LP bound above this × Σ(a_j + p_j)/n means jobs queue for GPUs; the members then
-#: race (follow-up 15: with 2 threads, 8 jobs per 12 GPUs, 6.6 % mean gap against 13.4 % one after the other)
-RACE = 1.01
-#: on a queue with one thread the members run in turn, HiGHS first with this share (follow-up 15: 4 × 10 and
-#: 8 × 12 queues, 10 s, 5.37 % / 6.63 % mean gap against 5.42 % / 12.60 % with CP-SAT first)
-QUEUE_MILP_SHARE = 0.9
-#: small offline instances (:func:`_bnb_applies`): the exact branch and bound (:mod:`formulations.offline_bnb`)
-#: runs first with BNB_PROBE of the limit (it proves 10-job queues on 4 GPUs in 1-5 s where the models prove
-#: none in 30 s, docs/oracle-offline.md, follow-up 27); unfinished, the members get their share of the rest
-#: (hinted with its schedule), and it resumes with the last BNB_RESUME of it, pruning below their best schedule
-BNB_PROBE = 0.3
-BNB_RESUME = 0.4
-#: ... on instances with at most this many jobs and options over all jobs, and no binding CPU/memory (more
-#: jobs, or the options that parameter servers and CPU/memory levels multiply, and the search rarely ends:
-#: the members, given less time, then certify less; follow-up 27)
-BNB_MAX_JOBS = 12
-BNB_MAX_OPTIONS = 120
-RACE_MIN_S = 5.0   # s: below this limit the members run in turn (starting two processes costs 0.3-1 s)
-MEMBER_MIN_S = 0.5   # s: a later member needs this much of the limit (its set-up alone costs 0.3-1 s on 32-64 GPUs)
-HANDBACK_S = 0.3   # s of the limit kept for the members' hand-back and the parent's replay
-POLL_S = 0.2       # s between checks that the racing members are still alive
 #: imported once by the fork server, so that a race's members start in a fraction of a second, not ~1 s
-PRELOAD = ("formulations.static_cpsat", "formulations.static_milp", "formulations.offline_cpsat",
-           "formulations.offline_milp", "oracle.methods")
+PRELOAD = ("formulations.static.cpsat", "formulations.static.milp", "formulations.offline.cpsat",
+           "formulations.offline.milp", "oracle.methods")
+
+#: solves one member: (method, instance, time limit, threads, seed, hint, options) -> Result
+Member = Callable[[str, Instance, "float | None", int, int, "Schedule | None", dict], Result]
 
 
-def _member(name: str, inst: Instance, time_limit: float | None, threads: int, seed: int, hint: Schedule | None,
-            warm: bool) -> Result:
-    from .methods import _dispatch
+@dataclass(frozen=True)
+class PortfolioParams:
+    """The portfolio's knobs."""
 
-    return _dispatch(name, inst, time_limit, threads, seed, hint, {} if warm else {"warm": False})
+    cpsat_share: float = 0.6          # static, in turn: CP-SAT's share of the limit (HiGHS gets the rest)
+    #: offline instances without a queue run the members one after the other with every thread, CP-SAT first
+    #: with this share: there its offline oracle beats the MILP and needs its threads
+    offline_cpsat_share: float = 0.85
+    race: float = 1.01                # offline: the preemptive LP above race × Σ(a_j + p_j)/n: a queue, the members race
+    queue_milp_share: float = 0.9     # on a queue with one thread: HiGHS first with this share
+    #: small offline instances (:func:`_bnb_applies`): the exact branch and bound runs first with bnb_probe of the
+    #: limit (it proves 10-job queues on 4 GPUs in seconds where the models prove none in 30 s); unfinished, the
+    #: members get their share of the rest (hinted with its schedule), and it resumes with the last bnb_resume of
+    #: it, pruning below their best schedule
+    bnb_probe: float = 0.3
+    bnb_resume: float = 0.4
+    #: ... on instances with at most this many jobs and options over all jobs, and no binding CPU/memory (more
+    #: jobs, or the options that parameter servers and CPU/memory levels multiply, and the search rarely ends:
+    #: the members, given less time, then certify less)
+    bnb_max_jobs: int = 12
+    bnb_max_options: int = 120
+    race_min_s: float = 5.0     # s: below this limit the members run in turn (starting two processes costs 0.3-1 s)
+    member_min_s: float = 0.5   # s: a later member needs this much of the limit (its set-up costs 0.3-1 s)
+    handback_s: float = 0.3     # s of the limit kept for the members' hand-back and the parent's replay
+    poll_s: float = 0.2         # s between checks that the racing members are still alive
 
 
-def _member_proc(name: str, inst_d: dict, time_limit: float | None, threads: int, seed: int,
+def _member(member: Member, name: str, inst: Instance, time_limit: float | None, threads: int, seed: int,
+            hint: Schedule | None, warm: bool) -> Result:
+    return member(name, inst, time_limit, threads, seed, hint, {} if warm else {"warm": False})
+
+
+def _member_proc(member: Member, name: str, inst_d: dict, time_limit: float | None, threads: int, seed: int,
                  hint_d: dict | None, warm: bool) -> str:
     """Process entry point: plain data in, a cache payload (JSON) out."""
-    from .cache import to_payload
-
     inst = Instance.from_dict(inst_d)
     hint = None if hint_d is None else Schedule.from_dict(hint_d)
-    return to_payload(_member(name, inst, time_limit, threads, seed, hint, warm))
+    return to_payload(_member(member, name, inst, time_limit, threads, seed, hint, warm))
 
 
-def _member_queue(q: Any, name: str, inst_d: dict, deadline: float | None, threads: int, seed: int,
+def _member_queue(member: Member, q: Any, name: str, inst_d: dict, deadline: float | None, threads: int, seed: int,
                   hint_d: dict | None, warm: bool) -> None:
     """Process entry point of the parallel portfolio: puts (name, payload, error) on ``q``. ``deadline``
     (wall clock, ``time.time()``): the member's limit is what is left of it once its modules are
@@ -85,7 +106,7 @@ def _member_queue(q: Any, name: str, inst_d: dict, deadline: float | None, threa
         for module in PRELOAD:   # already there when forked from the server; spawned: import them first
             importlib.import_module(module)
         tl = None if deadline is None else max(0.1, deadline - time.time())
-        q.put((name, _member_proc(name, inst_d, tl, threads, seed, hint_d, warm), None))
+        q.put((name, _member_proc(member, name, inst_d, tl, threads, seed, hint_d, warm), None))
     except Exception as e:  # noqa: BLE001 - reported to the parent, which keeps the other members
         q.put((name, None, repr(e)))
 
@@ -101,11 +122,9 @@ def _context() -> Any:
 
 
 def _heuristic(inst: Instance, seed: int, time_limit: float | None) -> Schedule | None:
-    from formulations.common import (Deadline, build_packing, enumerate_candidates, matching_allocations,
-                                     static_schedule, timed_schedule)
-    from formulations.heuristic import offline_greedy, static_greedy
-
-    dl = Deadline(None if time_limit is None else 0.1 * time_limit)
+    """The members' shared hint: static, the market matching, else the greedy; offline, the best of the
+    baselines' schedules and the earliest-finish greedy's."""
+    dl = Budget(None if time_limit is None else 0.1 * time_limit)
     if inst.problem == "static":
         # market matching (fast, within a few % of the optimum); the greedy when it does not apply
         cands: list[Schedule] = []
@@ -113,18 +132,15 @@ def _heuristic(inst: Instance, seed: int, time_limit: float | None) -> Schedule 
         if m is not None:
             # the members run the greedy themselves (warm): the matching is enough as the shared hint
             return static_schedule(inst, m, "heuristic")
-        model = build_packing(inst, enumerate_candidates(inst, deadline=dl))
+        model = build_packing(inst, enumerate_candidates(inst, budget=dl))
         if not any(not g for g in model.groups):
-            a = static_greedy(inst, model, seed=seed, deadline=dl)
+            a = static_greedy(inst, model, seed=seed, budget=dl)
             if a is not None:
                 cands.append(static_schedule(inst, a, "heuristic"))
         return cands[0] if cands else None
     if inst.problem == "offline":
-        from jctlab.replay import replay
-
         scored = _baseline_schedules(inst, dl)
-        if (r := offline_greedy(inst, seed=seed, deadline=dl)) is not None:
-            s = timed_schedule(inst, r[0], r[1], "heuristic")
+        if (s := offline_greedy(inst, "heuristic", dl)) is not None:
             if (rep := replay(inst, s)).valid:
                 scored.append((rep.objective, s))
         return min(scored, key=lambda x: x[0])[1] if scored else None
@@ -136,11 +152,8 @@ def _heuristic(inst: Instance, seed: int, time_limit: float | None) -> Schedule 
 BASELINE_HINTS = ("sjf+packed-sticky", "sjf+pal")
 
 
-def _baseline_schedules(inst: Instance, dl) -> list[tuple[float, Schedule]]:
+def _baseline_schedules(inst: Instance, dl: Budget) -> list[tuple[float, Schedule]]:
     """(replayed objective, schedule) of each valid ``BASELINE_HINTS`` schedule, while ``dl`` allows."""
-    from baselines.families import resolve
-    from jctlab.simulate import PolicyError, simulate
-
     out = []
     for name in BASELINE_HINTS:
         if dl.left() <= 0:
@@ -155,61 +168,58 @@ def _baseline_schedules(inst: Instance, dl) -> list[tuple[float, Schedule]]:
 
 
 def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int = 1, seed: int = 0,
-              hint: Schedule | None = None, warm: bool = True) -> Result:
-    from formulations.common import Deadline, checked_bound, finish, solver_versions
-
-    from .cache import from_payload
-
+              hint: Schedule | None = None, warm: bool = True, member: Member,
+              params: PortfolioParams = PortfolioParams()) -> Result:
+    """The ``auto`` method (see the module docstring); ``member`` solves one member."""
+    p_ = params
     t0 = time.perf_counter()
-    dl = Deadline(time_limit, t0)
+    dl = Budget(time_limit, t0)
     if inst.problem == "preemptive":
-        r = _member("cpsat", inst, time_limit, threads, seed, hint, warm)
+        r = _member(member, "cpsat", inst, time_limit, threads, seed, hint, warm)
         return r.with_(solver=f"auto/{r.solver}")
     # a race needs ≥ 2 threads and a limit that pays for two processes; offline, also a queue
-    long_enough = dl.left() >= RACE_MIN_S
+    long_enough = dl.left() >= p_.race_min_s
     search = None
-    if inst.problem == "offline" and _bnb_applies(inst):
-        from formulations import offline_bnb
-
+    if inst.problem == "offline" and _bnb_applies(inst, p_):
         if hint is None and warm:
             hint = _heuristic(inst, seed, time_limit)
         run = offline_bnb.Run.start(inst, hint, time.perf_counter(), time_limit, seed)
         left = dl.left()
-        if not isinstance(run, Result) and run.resume(Deadline(None if left == float("inf") else left * BNB_PROBE)):
+        if not isinstance(run, Result) and run.resume(Budget(None if left == float("inf") else left * p_.bnb_probe)):
             run = run.result()
         if isinstance(run, Result):   # proven (or infeasible): the members cannot do better
-            return finish(inst, "auto", run.schedule, run.lower_bound, t0, "auto", "",
+            return result_of_schedule(inst, "auto", run.schedule, run.lower_bound, t0, "auto", "",
                           {"members": ["bnb"], "time_limit": time_limit, "threads": threads, "seed": seed,
                            "versions": solver_versions(), "member_status": {run.solver: run.status}},
-                          infeasible=run.status == "infeasible", error=run.params.get("error"))
+                          infeasible=run.status == SolveStatus.INFEASIBLE, error=run.params.get("error"))
         search = run
         r = run.result()
         if r.schedule is not None and (hint is None or _better_than_hint(inst, r, hint)):
             hint = r.schedule
         # the members get their share, then the search resumes with the rest (and their best schedule)
-        dl = Deadline(dl.left() * (1 - BNB_RESUME))
+        dl = Budget(dl.left() * (1 - p_.bnb_resume))
     pre_lb = _preemptive_lb(inst, dl) if inst.problem == "offline" and long_enough else None
-    on_queue = None if pre_lb is None else _queued(inst, pre_lb)
+    on_queue = None if pre_lb is None else _queued(inst, pre_lb, p_.race)
     # a daemonic process (a worker of a multiprocessing pool) may not start processes: members in turn
     parallel = (threads >= 2 and long_enough and not mp.current_process().daemon
                 and (inst.problem != "offline" or bool(on_queue)))
     # in turn on a queue: HiGHS first (its list-scheduling incumbents and class MILP beat CP-SAT there)
     members = MEMBERS[::-1] if on_queue else MEMBERS
-    params: dict[str, Any] = {"members": ["bnb"] * (search is not None) + list(members), "time_limit": time_limit, "threads": threads, "seed": seed,
-                              "versions": solver_versions(), "parallel": parallel}
+    info: dict[str, Any] = {"members": ["bnb"] * (search is not None) + list(members), "time_limit": time_limit,
+                            "threads": threads, "seed": seed, "versions": solver_versions(), "parallel": parallel}
     if inst.problem == "offline":
-        params["queue"] = on_queue   # None: not tested (a limit under RACE_MIN_S, or none)
+        info["queue"] = on_queue   # None: not tested (a limit under race_min_s, or none)
     if hint is None and warm:
         hint = _heuristic(inst, seed, time_limit)
     results: list[Result] = []
     if parallel:
         left = dl.left()
-        tl = None if left == float("inf") else max(0.1, left - HANDBACK_S)
+        tl = None if left == float("inf") else max(0.1, left - p_.handback_s)
         deadline = None if tl is None else time.time() + tl
         per = max(1, threads // 2)
         ctx = _context()
         q = ctx.Queue()
-        procs = [ctx.Process(target=_member_queue, args=(q, m, inst.to_dict(), deadline, per, seed,
+        procs = [ctx.Process(target=_member_queue, args=(member, q, m, inst.to_dict(), deadline, per, seed,
                                                           None if hint is None else hint.to_dict(), warm),
                              daemon=True) for m in members]
         for p in procs:
@@ -219,27 +229,27 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
             while pending:
                 # members respect their limit; the margin covers process start-up and the hand-back
                 give_up = None if tl is None else time.perf_counter() + max(1.0, dl.left() + 5.0)
-                answer = _next_answer(q, procs, give_up)
+                answer = _next_answer(q, procs, give_up, p_.poll_s)
                 if answer is None:
-                    params.setdefault("member_errors", []).append(
+                    info.setdefault("member_errors", []).append(
                         "a member ended without an answer" if not any(p.is_alive() for p in procs)
                         else "no answer before the limit")
                     break
                 name, payload, err = answer
                 pending -= 1
                 if err is not None:  # a member crashed: keep the others
-                    params.setdefault("member_errors", []).append(f"{name}: {err}")
+                    info.setdefault("member_errors", []).append(f"{name}: {err}")
                     continue
                 try:
                     r = from_payload(inst, payload)
                 except Exception as e:  # noqa: BLE001
-                    params.setdefault("member_errors", []).append(f"{name}: {e!r}")
+                    info.setdefault("member_errors", []).append(f"{name}: {e!r}")
                     continue
                 if r is None:
                     continue
                 results.append(r)
-                if r.status in ("optimal", "infeasible"):
-                    params["stopped_early"] = r.solver  # the other member cannot improve on a proof
+                if r.status.proven:
+                    info["stopped_early"] = r.solver  # the other member cannot improve on a proof
                     break
         finally:
             for p in procs:  # only the member processes started above
@@ -252,61 +262,60 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
                     p.join(timeout=1.0)
             q.close()
     else:
-        share = QUEUE_MILP_SHARE if on_queue else OFFLINE_CPSAT_SHARE if inst.problem == "offline" else CPSAT_SHARE
+        share = (p_.queue_milp_share if on_queue else p_.offline_cpsat_share if inst.problem == "offline"
+                 else p_.cpsat_share)
         for k, m in enumerate(members):
             left = dl.left()
-            if k and left <= MEMBER_MIN_S:
+            if k and left <= p_.member_min_s:
                 break
             # the first member always runs (briefly, if the heuristic took the limit): it gives the bound
             tl = None if left == float("inf") else max(0.05, left * share if k == 0 else left)
-            r = _member(m, inst, tl, threads, seed, hint, warm)
+            r = _member(member, m, inst, tl, threads, seed, hint, warm)
             results.append(r)
-            if r.status in ("optimal", "infeasible"):
+            if r.status.proven:
                 break
             if r.schedule is not None and (hint is None or _better_than_hint(inst, r, hint)):
                 hint = r.schedule
-    if search is not None and not any(r.status in ("optimal", "infeasible") for r in results):
+    if search is not None and not any(r.status.proven for r in results):
         for r in results:
             search.tighten(r.schedule)
-        left = Deadline(time_limit, t0).left()
-        search.resume(Deadline(None if left == float("inf") else max(0.0, left - HANDBACK_S)))
+        left = Budget(time_limit, t0).left()
+        search.resume(Budget(None if left == float("inf") else max(0.0, left - p_.handback_s)))
         results.insert(0, search.result())
-    params["member_status"] = {r.solver: r.status for r in results}
+    info["member_status"] = {r.solver: r.status for r in results}
     best_sched = None
     best_obj = None
     for r in results:
         if r.objective is not None and (best_obj is None or r.objective < best_obj):
             best_sched, best_obj = r.schedule, r.objective
     if hint is not None:
-        from formulations.common import replay_objective
-
         v = replay_objective(inst, hint)
         if v is not None and (best_obj is None or v < best_obj):
             best_sched, best_obj = hint, v
-    infeasible = any(r.status == "infeasible" for r in results)
+    infeasible = any(r.status == SolveStatus.INFEASIBLE for r in results)
     bounds = [r.lower_bound for r in results if r.lower_bound is not None]
     if pre_lb is not None and not infeasible:
         bounds.append(pre_lb)       # the queue test's LP: a bound even where no member returned one
     if best_obj is not None:    # a member's bound above another member's replayed schedule is a wrong proof
-        bounds = [b for b in bounds if checked_bound(b, best_obj, params) is not None]
+        bounds = [b for b in bounds if checked_bound(b, best_obj, info) is not None]
     bound = max(bounds) if bounds else None
-    errors = [r.params.get("error") for r in results if r.status == "error"]
+    errors = [r.params.get("error") for r in results if r.status == SolveStatus.ERROR]
     if best_sched is None and not infeasible and results and len(errors) == len(results):
-        return finish(inst, "auto", None, None, t0, "auto", "", params, error="; ".join(map(str, errors)))
-    return finish(inst, "auto", best_sched, bound, t0, "auto", "", params, infeasible=infeasible)
+        return result_of_schedule(inst, "auto", None, None, t0, "auto", "", info, error="; ".join(map(str, errors)))
+    return result_of_schedule(inst, "auto", best_sched, bound, t0, "auto", "", info, infeasible=infeasible)
 
 
-def _next_answer(q: Any, procs: list, give_up: float | None) -> tuple | None:
+def _next_answer(q: Any, procs: list, give_up: float | None, poll_s: float) -> tuple | None:
     """The next (name, payload, error) a member put on ``q``; None at ``give_up`` (``perf_counter``) or
     once every member process has ended with nothing more on ``q`` (one killed by the system or crashed
     in native code never answers: the race does not wait for the limit then)."""
     while True:
         try:
-            return q.get(timeout=POLL_S)
+            return q.get(timeout=poll_s)
         except queue.Empty:
             if not any(p.is_alive() for p in procs):
                 try:
-                    return q.get(timeout=POLL_S)     # an answer still in the pipe of a member that ended
+                    return q.get(timeout=poll_s)     # an answer still in the pipe of a member that ended
                 except queue.Empty:
                     return None
             if give_up is not None and time.perf_counter() >= give_up:
@@ -314,34 +323,25 @@ def _next_answer(q: Any, procs: list, give_up: float | None) -> tuple | None:
 
 
 def _better_than_hint(inst: Instance, r: Result, hint: Schedule) -> bool:
-    from formulations.common import replay_objective
-
     v = replay_objective(inst, hint)
     return v is None or (r.objective is not None and r.objective < v)
 
 
-def _bnb_applies(inst: Instance) -> bool:
-    from formulations import offline_candidates as oc
-    from formulations.offline_bnb import not_applicable
-
-    if len(inst.jobs) > BNB_MAX_JOBS or not_applicable(inst) is not None:
+def _bnb_applies(inst: Instance, p: PortfolioParams) -> bool:
+    if len(inst.jobs) > p.bnb_max_jobs or offline_bnb.not_applicable(inst) is not None:
         return False
-    opts = oc.concrete_options(inst)[0]
-    return sum(map(len, opts)) <= BNB_MAX_OPTIONS and not oc.binding_resources(inst, opts)
+    opts = concrete_options(inst)[0]
+    return sum(map(len, opts)) <= p.bnb_max_options and not binding_resources(inst, opts)
 
 
-def _preemptive_lb(inst: Instance, dl: Any) -> float | None:
+def _preemptive_lb(inst: Instance, dl: Budget) -> float | None:
     """The preemptive LP bound with at most 10 % of the time left (None without a time limit: the members
     then run one after the other to their proofs)."""
-    from formulations.offline_cpsat import preemptive_lb
-
     left = dl.left()
     return None if left == float("inf") else preemptive_lb(inst, 0.1 * left)
 
 
-def _queued(inst: Instance, pre_lb: float) -> bool:
-    """Jobs queue for GPUs: the preemptive LP bound is above ``RACE`` × Σ(a_j + p_j)/n."""
-    from formulations.offline_candidates import trivial_bound
-
-    return pre_lb > RACE * trivial_bound(inst)
+def _queued(inst: Instance, pre_lb: float, race: float) -> bool:
+    """Jobs queue for GPUs: the preemptive LP bound is above ``race`` × Σ(a_j + p_j)/n."""
+    return pre_lb > race * trivial_bound(inst)
 

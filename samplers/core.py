@@ -25,7 +25,7 @@ import numpy as np
 
 from matching.categories import Menu
 from matching.jit import njit
-from matching.search import _one_opt, _repair, beam, one_opt, repair
+from matching.search import beam, one_opt, one_opt_kernel, repair, repair_kernel
 
 
 def guarantee(n: int, eps: float) -> float:
@@ -196,8 +196,8 @@ def _inner_rows(C, D, S, cap, red, sizes, sweeps, ch):
             ch[i, a] = max(bo, 0)
         if feasible:
             row = ch[i]
-            feasible = _repair(C, D, cap, ok, row)
+            feasible = repair_kernel(C, D, cap, ok, row)
             if feasible and sweeps > 0:
-                _one_opt(C, D, cap, ok, row, 0.0, ones, sweeps)
+                one_opt_kernel(C, D, cap, ok, row, 0.0, ones, sweeps)
         if not feasible:
             ch[i, :] = -1

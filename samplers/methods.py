@@ -26,9 +26,9 @@ from jctlab.argtypes import Choice, Count, Fairness, MarketStep
 from jctlab.errors import InputError
 from jctlab.limits import Range
 from jctlab.model import Schedule
-from jctlab.result import Result
-from matching.methods import (VERSION, _realize, check_static, finish, market_choice, market_failure,
-                              meets_bound, objective_menu, price_bound)
+from jctlab.result import Result, SolveStatus
+from matching.methods import (VERSION, check_static, finish, market_choice, market_failure, meets_bound,
+                              objective_menu, price_bound, realize_choice)
 from matching.search import beam as beam_fn
 from matching.search import polish as polish_fn
 from matching.search import reference, score, scores
@@ -168,12 +168,12 @@ def sampling(inst, *, time_limit: float | None = None, threads: int = 1, seed: i
     else:
         best, stats = sample_best(menu, lam, samples, seed, fairness, sampler, temperature, width, ref, deadline)
     if best is None:
-        return Result(None, None, None, "timeout_no_solution", time.perf_counter() - t0, "samplers/sampling",
+        return Result(None, None, None, SolveStatus.TIMEOUT_NO_SOLUTION, time.perf_counter() - t0, "samplers/sampling",
                       VERSION, stats)
     if polish and not (fairness <= 0 and meets_bound(menu, best, lb_sum)):
         best = polish_fn(menu, best, fairness=fairness, ref=ref, **(dict(rounds=1, top=3, sweeps=pair_sweeps) if fast else {}))
     lb = None if lb_sum is None else lb_sum / menu.J
-    allocs, _ = _realize(inst, menu, best)
+    allocs, _ = realize_choice(inst, menu, best)
     params = dict(stats, samples=samples, sampler=sampler, fairness=fairness, seed=seed, inner=inner,
                   guarantee_eps05=guarantee(samples, 0.05))
     return finish(inst, "sampling", allocs, t0, lb, lb_sum is not None, params, f"samplers/{sampler}")

@@ -5,7 +5,7 @@
 A size ``GxJ`` is G GPUs (G/4 nodes, at least 1) and J jobs of
 ``jctlab.generators.offline_instance(interarrival_s=900, duration_h=(0.1, 2), max_size=min(8, G),
 variability=0.05, locality_penalty=1.2)``. Certified gap = (objective − lower bound) / lower bound.
-``--interarrival 300`` makes queues (jobs wait for GPUs): the loaded rows of docs/oracle-offline.md.
+``--interarrival 300`` makes queues (jobs wait for GPUs): the loaded rows of docs/benchmarks.md.
 ``--variability 0`` makes identical nodes (same GPU types, no per-GPU variability), ``--ps`` gives odd
 jobs parameter servers, ``--cpu-mem`` every job a CPU/memory sensitivity table, ``--gpus-per-node 8`` the
 benchmark's node shape.
@@ -19,7 +19,8 @@ import sys
 import warnings
 
 import oracle
-from formulations import offline_cpsat, offline_milp
+from formulations.offline import cpsat as offline_cpsat
+from formulations.offline import milp as offline_milp
 from jctlab.generators import offline_instance
 from jctlab.replay import replay
 

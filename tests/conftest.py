@@ -49,20 +49,21 @@ def tiny_d() -> dict[str, Any]:
 
 
 @pytest.fixture
-def large_path(monkeypatch):
+def large_path():
     """``offline_cpsat.solve`` forced onto its large-instance path (no complete option enumeration), as a
     function of a tiny instance that checks the result against brute force: the schedule replays with the
     claimed objective, and bound ≤ optimum ≤ objective. Returns the result."""
-    from formulations import brute, offline_cpsat
-    from formulations import offline_candidates as oc
+    from formulations import brute
+    from formulations.offline import cpsat as offline_cpsat
+    from formulations.offline.concrete import ConcreteParams
+    from formulations.offline.pipeline import OfflineParams
     from jctlab.replay import replay
 
-    orig = oc.concrete_options
-    monkeypatch.setattr(oc, "concrete_options", lambda inst, full_limit=64, deadline=None: orig(inst, full_limit=0, deadline=deadline))
+    params = offline_cpsat.CpsatParams(OfflineParams(concrete=ConcreteParams(complete_limit=0)))
 
     def run(inst):
         opt = brute.solve(inst).objective
-        r = offline_cpsat.solve(inst, time_limit=20, threads=1, seed=0)
+        r = offline_cpsat.solve(inst, time_limit=20, threads=1, seed=0, params=params)
         rep = replay(inst, r.claimed_schedule())
         assert rep.valid and math.isclose(rep.objective, r.objective, rel_tol=1e-9)
         assert r.lower_bound <= opt * (1 + 1e-9) and r.objective >= opt * (1 - 1e-9)

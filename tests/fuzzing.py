@@ -234,8 +234,8 @@ def warm_up() -> None:
     say nothing about how a verb honours its limit. (``run_subprocess`` cases pay it every time.)"""
     import importlib
 
-    for m in ("formulations.static_cpsat", "formulations.static_milp", "formulations.offline_cpsat",
-              "formulations.offline_milp", "formulations.offline_bnb", "formulations.brute", "oracle.portfolio",
+    for m in ("formulations.static.cpsat", "formulations.static.milp", "formulations.offline.cpsat",
+              "formulations.offline.milp", "formulations.offline.bnb", "formulations.brute", "oracle.portfolio",
               "matching.methods", "samplers.methods", "baselines.families", "baselines.gavel", "evaluation.report",
               "rl.train", "live.planner"):
         importlib.import_module(m)

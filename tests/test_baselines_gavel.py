@@ -39,10 +39,17 @@ def _feasible(X, sf, cap):
 
 # ------------------------------------------------------------------ LPs
 def test_resolve_names():
-    for name in POLICIES:
-        f = resolve(name)
-        assert f is not None
+    """Each ``gavel-*`` name gives a factory of that Gavel policy, with Gavel's round length by default and
+    the caller's when given; other names give None; a non-preemptive instance is refused with the field."""
+    inst = offline_instance(gpus=4, nodes=2, jobs=3, problem="preemptive", seed=0)
+    for name, policy in POLICIES.items():
+        pol = resolve(name)(inst, seed=1)
+        assert (pol.policy, pol.round_s) == (policy, 360.0)
+        assert resolve(name)(inst, round_s=60.0).round_s == 60.0
     assert resolve("gavel-nope") is None and resolve("fifo+pal") is None
+    with pytest.raises(InputError) as e:
+        resolve("gavel-fifo-perf")(offline_instance(gpus=4, nodes=2, jobs=3, seed=0))
+    assert e.value.field == "problem"
 
 
 @pytest.mark.parametrize("seed", range(3))

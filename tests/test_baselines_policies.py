@@ -1,4 +1,5 @@
-"""Every QUEUE+PLACEMENT policy replays valid in both mechanisms; determinism; names; queues."""
+"""QUEUE+PLACEMENT policies: each replays valid in both mechanisms and keeps its queue's order and its
+placement's rule (read off the schedule); determinism; names; queues."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from baselines.families import resolve
+from baselines.families import resolve, sizes_of
 from baselines.placement import PLACEMENTS
-from baselines.queues import QUEUES, Gittins, Las
+from baselines.queues import QUEUES, Gittins, Las, make_queue
 from baselines.rounds import RoundPolicy
 from baselines.eventdriven import EventPolicy
 from jctlab.generators import offline_instance
+from jctlab.model import Instance
 from jctlab.simulate import simulate
 
 PRE = offline_instance(gpus=8, nodes=2, jobs=12, interarrival_s=300.0, duration_h=(0.05, 0.6), max_size=4,
@@ -29,14 +31,52 @@ def sim(inst, name, seed=0, **opt):
     return simulate(inst, pol, round_s=pol.round_s, method=name)
 
 
+def _starts_while_waiting(inst, sched):
+    """(A, B) for every job A that started at t while B had arrived and waited (B started later)."""
+    start = {inst.index[s.job]: s.start for s in sched.segments}
+    return [(a, b) for a in start for b in start
+            if inst.jobs[b].arrival <= start[a] < start[b] and a != b]
+
+
+def _queue_key(inst, queue):
+    """The queue's static order on the offline class (nobody has attained service while it waits: las and
+    gittins order by arrival, srtf as sjf)."""
+    q = make_queue({"srtf": "sjf", "las": "fifo", "gittins": "fifo"}.get(queue, queue), inst, sizes_of(inst))
+    return lambda j: q.key(None, j)
+
+
+def _free_on_nodes_at(inst, sched, rep, job):
+    """GPUs free on each node just as ``job`` starts (an offline schedule: each job holds its GPUs from its
+    start to its completion)."""
+    t = next(s.start for s in sched.segments if s.job == job)
+    held = {g for s in sched.segments if s.job != job and s.start <= t + 1e-9 < rep.completion[s.job]
+            for g in s.alloc.gpus}
+    return {nd.name: sum(g.id not in held for g in nd.gpus) for nd in inst.cluster.nodes}
+
+
 @pytest.mark.parametrize("name", NAMES)
-def test_every_policy_replays_valid(name):
+def test_every_policy_replays_valid_and_keeps_its_rules(name):
+    """Valid in both mechanisms; on the offline class (event-driven, strict order) a job never starts while one
+    ahead of it in the queue's order waits (except PAL and PM-First, which sort the prefix that fits by class);
+    packed placements put a job on one node whenever one had room for it."""
+    queue, placement = name.split("+")
     for inst in (PRE, OFF):
         sched, rep = sim(inst, name)
         assert rep.valid, rep.error
         assert len({s.job for s in sched.segments}) == len(inst.jobs)
         if inst.problem == "offline":
             assert len(sched.segments) == len(inst.jobs)          # no preemption, one segment each
+    sched, rep = sim(OFF, name)
+    pairs = _starts_while_waiting(OFF, sched)
+    assert pairs                                                  # the instance makes jobs wait
+    if placement not in ("pal", "pm-first"):
+        key = _queue_key(OFF, queue)
+        assert all(key(a) < key(b) for a, b in pairs), name
+    if placement.startswith("packed"):
+        for s in sched.segments:
+            n = len(s.alloc.gpus)
+            if max(_free_on_nodes_at(OFF, sched, rep, s.job).values()) >= n:
+                assert len({g.split(":")[0] for g in s.alloc.gpus}) == 1, (name, s.job)
 
 
 def test_mechanism_follows_problem_class():
@@ -61,10 +101,18 @@ def test_rounds_start_jobs_only_at_round_boundaries():
 
 
 def test_sticky_fifo_never_preempts_nonsticky_may_move():
+    """FIFO with sticky placement never preempts (a started job keeps its place in the queue and its GPUs);
+    SRTF with non-sticky placement preempts jobs, and a resumed job may come back on other GPUs."""
     s1, _ = sim(PRE, "fifo+packed-sticky")
     assert all(s.end is None for s in s1.segments)
     s2, r2 = sim(PRE, "srtf+packed-nonsticky")
     assert r2.valid
+    by_job: dict = {}
+    for s in sorted(s2.segments, key=lambda s: s.start):
+        by_job.setdefault(s.job, []).append(set(s.alloc.gpus))
+    resumed = {j: allocs for j, allocs in by_job.items() if len(allocs) > 1}
+    assert resumed                                                    # it preempts
+    assert any(a != b for allocs in resumed.values() for a, b in zip(allocs, allocs[1:]))   # and moves
 
 
 def test_determinism_per_seed():
@@ -119,7 +167,7 @@ def test_policies_run_parameter_server_jobs_within_node_cpus(problem):
     node, else another one) and GPUs beside a PS lack CPUs. Before, every policy but Optimus stopped with a
     PolicyError here (no PS at all, CPUs over capacity, or jobs left waiting on an idle cluster)."""
     from jctlab import registry
-    from formulations import preemptive_bound
+    from formulations.offline import preemptive_bound
 
     inst = offline_instance(gpus=8, nodes=2, jobs=10, max_size=4, elastic=0.5, ps=True, interarrival_s=300, seed=4,
                             problem=problem)
@@ -139,7 +187,7 @@ def test_preemptive_bound_below_every_policy_with_parameter_servers(seed, proble
     or more 4-GPU nodes every job can run at the fair share (a PS finds room on another node), and every
     policy runs the instance to a valid schedule."""
     from jctlab import registry
-    from formulations import preemptive_bound
+    from formulations.offline import preemptive_bound
 
     inst = offline_instance(gpus=4 * nodes, nodes=nodes, jobs=8, max_size=4, elastic=0.5, ps=True, cpu_mem=seed % 2 == 0,
                             interarrival_s=200, seed=seed, problem=problem, restart_s=30.0)
@@ -163,3 +211,32 @@ def test_matching_shrinks_a_ps_job_whose_server_finds_no_cpus(name):
     assert rep.valid
     ps_jobs = {j.name for j in inst.jobs if j.ps is not None}
     assert all(len(s.alloc.gpus) == 1 and s.alloc.ps_nodes for s in sched.segments if s.job in ps_jobs)
+
+
+def _one_slow_gpu() -> Instance:
+    """Node n0: a slow GPU for class A (factor 2) then a normal one; node n1: four normal GPUs. One 1-GPU
+    class-A job arrives alone."""
+    gpu = lambda f: {"type": "v100", "variability": {"A": f}}   # noqa: E731
+    return Instance.from_dict({
+        "format": "jctlab.instance/1", "name": "slow", "problem": "offline", "objective": "mean_jct",
+        "cluster": {"nodes": [{"name": "n0", "cpus": 8, "mem_gb": 64, "gpus": [gpu(2.0), gpu(1.0)]},
+                              {"name": "n1", "cpus": 16, "mem_gb": 128, "gpus": [gpu(1.0)] * 4}],
+                    "intra_node_gbps": 100.0, "inter_node_gbps": 25.0, "locality_penalty": 1.5,
+                    "split": "proportional", "interference": {}, "restart_s": 0.0},
+        "jobs": [{"name": "a", "arrival": 0.0, "batch": 32, "iterations": 100, "samples_per_s": {"v100": 100.0},
+                  "comm_mb": 0.0, "sizes": [1], "class": "A"}],
+    })
+
+
+@pytest.mark.parametrize("placement", ["packed-sticky", "packed-nonsticky", "pm-first", "pal"])
+def test_variability_aware_placements_avoid_a_slow_gpu(placement):
+    """Packed placement takes the best-fitting node's first free GPU (n0, the smaller node: its slow GPU);
+    PM-First and PAL take a GPU of the fastest bin for the job's class."""
+    inst = _one_slow_gpu()
+    sched, rep = sim(inst, f"fifo+{placement}")
+    (gpu,) = sched.segments[0].alloc.gpus
+    if placement.startswith("packed"):
+        assert gpu == "n0:0"
+    else:
+        assert inst.cluster.gpu[gpu].factor("A") == 1.0
+        assert rep.objective == pytest.approx(100 * 32 / 100)

@@ -7,7 +7,8 @@ import itertools
 import pytest
 
 from formulations import brute
-from formulations.common import objective_weights
+from formulations.offline.greedy import offline_greedy
+from formulations.schedules import objective_weights, replay_objective
 from jctlab.generators import offline_instance, static_instance
 from jctlab.model import Allocation, Instance
 from jctlab.replay import replay
@@ -55,12 +56,9 @@ def test_offline_brute_valid_and_no_worse_than_fifo(seed: int) -> None:
     _valid(inst, r)
     assert r.lower_bound <= r.objective * (1 + 1e-9)
     # no worse than the greedy list schedule
-    from formulations.heuristic import offline_greedy
-    from formulations.common import replay_objective, timed_schedule
-
-    g = offline_greedy(inst)
+    g = offline_greedy(inst, "h")
     assert g is not None
-    v = replay_objective(inst, timed_schedule(inst, g[0], g[1], "h"))
+    v = replay_objective(inst, g)
     assert r.objective <= v * (1 + 1e-9)
 
 

@@ -141,7 +141,7 @@ def test_out_is_checked_before_solving(tmp_path, capsys, monkeypatch, target):
             pytest.skip("running as a user who may write anywhere (root)")
         except PermissionError:
             pass
-    monkeypatch.setattr(oracle.methods, "_dispatch", lambda *a, **k: pytest.fail("solved before --out was checked"))
+    monkeypatch.setattr(oracle.methods, "dispatch", lambda *a, **k: pytest.fail("solved before --out was checked"))
     refused(capsys, "solve", inst, "--method", "cpsat", "--out", out, names=("--out",))
 
 
@@ -319,7 +319,7 @@ def test_code_hash_covers_the_formulations_sources():
     from oracle import cache as C
 
     root = Path(C.__file__).resolve().parent.parent
-    assert (root / "formulations" / "offline_cpsat.py").is_file() and "formulations" in C.CODE_PACKAGES
+    assert (root / "formulations" / "offline" / "cpsat.py").is_file() and "formulations" in C.CODE_PACKAGES
     assert len(C.code_hash()) == 64 and C.code_hash() == C.code_hash()
 
 

@@ -159,6 +159,64 @@ def test_small_synthetic_files(tmp_path):
     assert len(philly.load_philly(f, vc="a").jobs) == 2
 
 
+def test_pal_workload_format(tmp_path):
+    """A workload in PAL's Sia-Philly format (job_id, num_gpus, submit_time, duration, model) with its
+    background file: rigid jobs, equal split, PAL's iteration time (base × worst factor × λ across nodes)."""
+    d = tmp_path / "pal_sia_philly_workloads"
+    (d / "artifact_inputs").mkdir(parents=True)
+    (d / "workload-9.csv").write_text("job_id,num_gpus,submit_time,duration,model\n"
+                                      "0,1,98,1481.0,vgg19\n1,4,115,4037.0,DCGAN\n2,2,300,10.0,resnet50\n")
+    (d / "artifact_inputs" / "workload-9-background.csv").write_text("job_id,copy_of_job_id,submit_time\n3,0,500.0\n")
+    inst = pal.load_pal(9, data_dir=tmp_path, nodes=2, gpus_per_node=2, variability="none", background=True)
+    assert [j.name for j in inst.jobs] == ["j0", "j1", "j2", "bg3"]
+    assert [j.sizes for j in inst.jobs] == [(1,), (4,), (2,), (1,)] and inst.cluster.split == "equal"
+    assert inst.jobs[3].extra.get("tracked") is False and inst.jobs[3].arrival == 500.0
+    j = inst.jobs[1]      # 4 GPUs over both nodes: spans nodes, λ = 1.7
+    alloc = Allocation(("n0:0", "n0:1", "n1:0", "n1:1"))
+    assert duration(j, alloc, inst.cluster) == pytest.approx(4037.0 * pal.BASE_ITER_S["DCGAN"] * 1.7)
+    (d / "workload-8.csv").write_text("job_id,num_gpus,submit_time,duration,model\n0,1,0,10,alexnet\n")
+    with pytest.raises(InputError) as e:
+        pal.load_pal(8, data_dir=tmp_path, nodes=2, gpus_per_node=2, variability="none")
+    assert e.value.field == "model"
+
+
+def test_gavel_philly_vc_format(tmp_path):
+    """Gavel's Philly-VC trace format: one VC is chosen (named in the error when several), arrivals start at
+    0, jobs larger than the cluster are dropped and counted, each job type priced by Gavel's tables."""
+    d = tmp_path / "gavel_philly_vc_traces"
+    d.mkdir()
+    (d / "philly_vc_traces_seed0.csv").write_text(
+        "vc,job_index,job_type,total_steps,arrival_time_s,scale_factor_gpus\n"
+        "aa,0,Transformer (batch size 128),95121,10.0,1\n"
+        "aa,1,Recommendation (batch size 8192),10000,16.0,2\n"
+        "aa,2,Transformer (batch size 128),500,20.0,16\n"
+        "bb,0,A3C,100,0.0,1\n")
+    with pytest.raises(InputError) as e:
+        gavel.load_philly_vc(data_dir=tmp_path)
+    assert "aa" in str(e.value) and "bb" in str(e.value)
+    inst = gavel.load_philly_vc("aa", "4:0:0", "4", data_dir=tmp_path)
+    assert [j.arrival for j in inst.jobs] == [0.0, 6.0] and [j.sizes for j in inst.jobs] == [(1,), (2,)]
+    assert inst.extra["source"]["dropped_too_large"] == 1
+    assert inst.jobs[0].iterations == 95121
+
+
+def test_synergy_and_alibaba_compose_with_a_trace_file(tmp_path):
+    """Synergy's CPU/memory tables and Alibaba's machine shapes (both shipped) on an instance read from a trace
+    in Gavel's format: jobs of a profiled model get ``cpu_mem`` levels, the fair share at speed 1; the jobs move
+    onto PAI-shaped nodes of the table's GPU types with their work unchanged."""
+    t = tmp_path / "mini.trace"
+    t.write_text("ResNet-50 (batch size 64)\tpython3 x\tdir\t-n\t1\t1000\t2\t1\t-1.000000\t0\n"
+                 "A3C\tpython3 y\tdir\t-n\t1\t500\t1\t2\t-1.000000\t30\n")
+    base = gavel.load_trace(t, "2:2:0", "2")
+    s = synergy.attach_cpu_mem(base)
+    assert s.jobs[0].cpu_mem is not None and s.jobs[1].cpu_mem is None
+    assert s.jobs[0].cpu_mem.speedup(3, 62.5) == 1.0 and s.extra["source"]["cpu_mem_jobs"] == 1
+    a = alibaba.load_alibaba(base, 6, seed=2)
+    assert len(a.cluster.nodes) == 6 and set(a.cluster.gpu_types) <= {"v100", "v100m32", "p100"}
+    assert [j.name for j in a.jobs] == [j.name for j in base.jobs]
+    assert all(math.isfinite(j.iterations) and j.iterations > 0 for j in a.jobs)
+
+
 # ------------------------------------------------------------------ helpers
 def _packed(inst, n, gpus_per_node):
     gpus = []

@@ -14,9 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import oracle
-from formulations import brute, offline_bnb, offline_cpsat
-from formulations import offline_candidates as oc
-from formulations.common import Deadline, objective_weights
+from formulations import brute
+from formulations.budget import Budget
+from formulations.offline import bnb as offline_bnb
+from formulations.offline import cpsat as offline_cpsat
+from formulations.offline.concrete import concrete_options
+from formulations.schedules import objective_weights
 from jctlab.generators import offline_instance
 from jctlab.model import Instance
 from jctlab.replay import replay
@@ -106,7 +109,7 @@ def test_a_resumed_search_ends_where_an_uninterrupted_one_does():
     whole = offline_bnb.solve(inst)
     run = offline_bnb.Run.start(inst, None, 0.0)
     rounds = 0
-    while not run.resume(Deadline(0.05)):
+    while not run.resume(Budget(0.05)):
         rounds += 1
     r = run.result()
     assert r.status == "optimal" and rounds > 0
@@ -162,7 +165,7 @@ def test_auto_hands_an_unfinished_search_to_the_members():
 
 def _root_bound(inst) -> float:
     """The search's bound at its root, in objective units (what the search prunes against)."""
-    s = offline_bnb.Search(inst, oc.concrete_options(inst)[0])
+    s = offline_bnb.Search(inst, concrete_options(inst)[0])
     w = objective_weights(inst)
     return s._bound(s._children(0.0), 0.0) - sum(wj * j.arrival for wj, j in zip(w, inst.jobs))
 

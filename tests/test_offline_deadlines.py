@@ -1,4 +1,5 @@
-"""Objective-driven deadlines (formulations/offline_deadlines.py): the law, the restricted models, the pipeline."""
+"""Objective-driven deadlines (formulations/offline/latest_completions.py): the law, the restricted models, the
+pipeline."""
 
 from __future__ import annotations
 
@@ -9,9 +10,15 @@ import time
 
 import pytest
 
-from formulations import brute, offline_cpsat
-from formulations import offline_candidates as oc
-from formulations import offline_deadlines as od
+from formulations import brute
+from formulations.offline import cpsat_phases
+from formulations.offline import latest_completions as od
+from formulations.offline.classes import class_options, node_complete_options, p_min
+from formulations.offline.cpsat_model import CpsatRun, solve_option_model, time_unit
+from formulations.offline.greedy import greedy
+from formulations.offline.options import binding_resources, capacities
+from formulations.offline.pipeline import class_resources
+from formulations.schedules import job_weights
 from jctlab.generators import offline_instance
 from jctlab.replay import replay
 
@@ -28,11 +35,10 @@ def small(seed: int, weighted: bool = False):
 
 
 def class_bounds(inst, upper: float, sched, batch: int = 1):
-    classes = oc.class_options(inst)
-    return od.rest_bounds(inst, upper, [w * p for w, p in zip(oc.weights(inst), oc.p_min(inst))],
-                          offline_cpsat.class_rest_bound(inst, classes, offline_cpsat.class_resources(inst), sched,
-                                                         1, 0),
-                          deadline=None, batch=batch)
+    classes = class_options(inst)
+    return od.rest_bounds(inst, upper, [w * p for w, p in zip(job_weights(inst), p_min(inst))],
+                          cpsat_phases._class_rest_bound(inst, classes, class_resources(inst), sched, 1, 0, True),
+                          until=None, batch=batch)
 
 
 def completions(inst, sched):
@@ -48,10 +54,10 @@ def test_deadlines_hold_for_every_schedule_as_good_as_the_incumbent(seed, weight
     value and for the optimum's (the tightest hypothesis). L_j may exceed the optimum without j: it bounds
     only the restrictions of such schedules. Also with relaxations solved 2 or 3 at a time (``batch``)."""
     inst = small(seed, weighted)
-    w = oc.weights(inst)
+    w = job_weights(inst)
     opt = brute.solve(inst)
-    greedy = oc.greedy(inst, "t")
-    for upper_sched in (greedy[0], opt.schedule):
+    first = greedy(inst, "t")
+    for upper_sched in (first.schedule, opt.schedule):
         upper = replay(inst, upper_sched).objective * sum(w)
         lower = class_bounds(inst, upper, upper_sched, batch)
         latest = od.latest(inst, upper, lower)
@@ -69,25 +75,24 @@ def test_the_restricted_node_exact_model_keeps_the_optimum(seed):
     model; the node-exact model keeps its optimum (no rounding loses it), below the brute-force one."""
     inst = small(seed)
     opt = brute.solve(inst)
-    upper = opt.objective * sum(oc.weights(inst))
+    upper = opt.objective * sum(job_weights(inst))
     latest = od.latest(inst, upper, class_bounds(inst, upper, opt.schedule))
-    mixed = oc.node_complete_options(inst)
+    mixed = node_complete_options(inst)
     opts = od.restrict(inst, mixed, latest)
     assert opts is not None
-    res = {r for r in oc.capacities(inst) if r[0] in ("g", "n", "all")} | oc.binding_resources(inst, mixed)
-    bounds, unit = [], offline_cpsat._unit(inst, mixed)    # one time unit: the same rounding
+    res = {r for r in capacities(inst) if r[0] in ("g", "n", "all")} | binding_resources(inst, mixed)
+    bounds, unit = [], time_unit(inst, mixed)    # one time unit: the same rounding
     for o, dl in ((mixed, None), (opts, latest)):
-        sol = offline_cpsat.build_and_solve(inst, o, res, time_limit=None, threads=1, seed=0, latest_end=dl,
-                                            unit=unit)
-        assert sol["status"] == "OPTIMAL"
-        bounds.append(offline_cpsat.bound_from_units(inst, sol["bound_units"], sol["unit"]))
+        sol = solve_option_model(inst, o, res, CpsatRun(None, 1, 0), latest_end=dl, unit=unit)
+        assert sol.status == "OPTIMAL"
+        bounds.append(sol.bound(inst))
     assert bounds[1] == pytest.approx(bounds[0], rel=1e-9)
     assert bounds[1] <= opt.objective * (1 + 1e-9)
 
 
 def test_restricting_drops_options_and_refuses_an_empty_job():
     inst = small(0)
-    mixed = oc.node_complete_options(inst)
+    mixed = node_complete_options(inst)
     tight = {j: job.arrival + min(o.dur for o in mixed[j]) * 1.001 for j, job in enumerate(inst.jobs)}
     kept = od.restrict(inst, mixed, tight)
     assert kept is not None and sum(map(len, kept)) < sum(map(len, mixed))
@@ -98,9 +103,9 @@ def test_restricting_drops_options_and_refuses_an_empty_job():
 def test_rest_bounds_stop_at_their_deadline_with_valid_bounds():
     """Out of time at once: the starting bounds (every other job at its fastest option) come back."""
     inst = small(3)
-    pm = oc.p_min(inst)
+    pm = p_min(inst)
     called = []
-    lower = od.rest_bounds(inst, 1e9, pm, lambda S, dl, t: called.append(S) or 0.0, deadline=0.0)
+    lower = od.rest_bounds(inst, 1e9, pm, lambda S, dl, t: called.append(S) or 0.0, until=0.0)
     assert not called
     assert lower == pytest.approx([sum(pm) - p for p in pm])
 
@@ -109,7 +114,7 @@ def test_a_batch_of_relaxations_runs_at_once():
     """``batch`` = 2: relaxations run two at a time in threads; with a bound that ignores the deadlines the
     result and the number of relaxations are the sequential ones."""
     inst = small(3)
-    pm = oc.p_min(inst)
+    pm = p_min(inst)
     lock, flight, most = threading.Lock(), [0], [0]
 
     def lb(S, dl, t):
@@ -122,8 +127,8 @@ def test_a_batch_of_relaxations_runs_at_once():
         return 1.5 * sum(pm[k] for k in S)
 
     stats_par, stats_seq = {}, {}
-    par = od.rest_bounds(inst, 1e5, pm, lb, deadline=None, window=3, batch=2, stats=stats_par)
-    seq = od.rest_bounds(inst, 1e5, pm, lambda S, dl, t: 1.5 * sum(pm[k] for k in S), deadline=None, window=3,
+    par = od.rest_bounds(inst, 1e5, pm, lb, until=None, window=3, batch=2, stats=stats_par)
+    seq = od.rest_bounds(inst, 1e5, pm, lambda S, dl, t: 1.5 * sum(pm[k] for k in S), until=None, window=3,
                          stats=stats_seq)
     assert most[0] == 2
     assert par == pytest.approx(seq) and stats_par == stats_seq
@@ -144,19 +149,20 @@ def test_the_large_path_with_deadlines_keeps_a_valid_bound(large_path, seed):
 def test_the_large_path_runs_the_preemptive_lp_only_after_an_unproven_class_model(large_path, monkeypatch, proven):
     """The preemptive LP is skipped after a proven class model (whose bound it did not reach on the instances
     measured) and run, its bound kept, after an unproven one (here: the class model's status hidden)."""
-    calls = []
-    orig_lp, orig_classes = offline_cpsat.preemptive_lb, offline_cpsat.solve_classes
+    calls, models = [], []
+    orig_lp, orig_model = cpsat_phases.preemptive_lb, cpsat_phases.solve_option_model
 
     def lp(*a, **k):
         calls.append(orig_lp(*a, **k))
         return calls[-1]
 
-    def classes(*a, **k):
-        sol, best, lb = orig_classes(*a, **k)
-        return (sol if proven else {**sol, "status": "FEASIBLE"}), best, lb
+    def model(*a, **k):           # the first model of the large path is the class model
+        sol = orig_model(*a, **k)
+        models.append(sol)
+        return sol if proven or len(models) > 1 else replace(sol, status="FEASIBLE")
 
-    monkeypatch.setattr(offline_cpsat, "preemptive_lb", lp)
-    monkeypatch.setattr(offline_cpsat, "solve_classes", classes)
+    monkeypatch.setattr(cpsat_phases, "preemptive_lb", lp)
+    monkeypatch.setattr(cpsat_phases, "solve_option_model", model)
     r = large_path(small(0))
     assert len(calls) == (0 if proven else 1)
     if not proven:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,11 +15,12 @@ from hypothesis import strategies as st
 
 import oracle
 from formulations import brute
-from formulations.common import objective_weights
+from formulations.schedules import objective_weights
 from jctlab.generators import offline_instance
 from jctlab.model import Schedule
 from jctlab.replay import replay
-from oracle import blocks, methods
+from oracle import blocks
+from oracle.dispatch import dispatch_whole
 
 from .test_oracle_offline import check_valid
 
@@ -37,7 +39,8 @@ def sparse(seed: int, jobs: int = 6, **over):
 
 def test_split_partitions_the_jobs_at_idle_points_of_a_valid_schedule():
     inst = sparse(0, jobs=10)
-    parts, witness = blocks.split(inst)
+    found = blocks.split(inst)
+    parts, witness = found.parts, found.witness
     assert len(parts) >= 2
     assert sorted(j for p in parts for j in p) == list(range(len(inst.jobs)))
     rep = replay(inst, witness)
@@ -84,10 +87,11 @@ def test_a_partition_of_the_jobs_bounds_the_optimum(seed, cut, weighted):
 
 def test_a_block_schedule_that_runs_into_the_next_block_is_replaced_by_the_witness():
     inst = sparse(0, jobs=10)
-    parts, witness = blocks.split(inst)
+    found = blocks.split(inst)
+    parts, witness = found.parts, found.witness
 
     def late(method, sub, time_limit, threads, seed, hint, options):
-        r = methods._dispatch_whole(method, sub, time_limit, threads, seed, hint, options)
+        r = dispatch_whole(method, sub, time_limit, threads, seed, hint, options)
         if sub.jobs[0].name != inst.jobs[parts[0][0]].name:
             return r
         segs = tuple(dataclasses.replace(s, start=s.start + 1e6) for s in r.schedule.segments)
@@ -100,18 +104,32 @@ def test_a_block_schedule_that_runs_into_the_next_block_is_replaced_by_the_witne
     assert r.params["witness_blocks"] == [0]
 
 
-def test_a_block_the_method_does_not_cover_names_the_block(monkeypatch):
-    inst = sparse(1, jobs=8)
-    monkeypatch.setattr("formulations.offline_bnb.MAX_JOBS", 0)
+def test_a_block_the_method_does_not_cover_names_the_block():
+    inst = sparse(1, jobs=8, gpus=16, max_size=8)       # 8-GPU jobs: too many GPU subsets for the search
+    assert blocks.split(inst) is not None
     r = oracle.solve(inst, "bnb")
     assert r.status == "error" and r.params["error"].startswith("block ")
 
 
 def test_blocks_share_the_time_limit():
+    """Blocks are solved smallest first, each with its share of what is left by job count; together they keep
+    the limit (plus the set-up that cannot be interrupted)."""
     inst = sparse(0, jobs=40, gpus=8, nodes=2, max_size=8, interarrival_s=1800, duration_h=(0.2, 1.5))
-    parts, _ = blocks.split(inst)
-    assert sorted(map(len, parts)) == [1, 1, 12, 26]
-    r = oracle.solve(inst, "cpsat", time_limit=2.0, threads=1)
+    found = blocks.split(inst)
+    assert sorted(j for p in found.parts for j in p) == list(range(len(inst.jobs))) and len(found.parts) >= 3
+    seen = []
+
+    def spy(method, sub, lim, threads, seed, hint, options):
+        seen.append((len(sub.jobs), lim))
+        return dispatch_whole(method, sub, lim, threads, seed, hint, options)
+
+    t0 = time.perf_counter()
+    r = blocks.solve("cpsat", inst, found.parts, found.witness, time_limit=2.0, threads=1, seed=0, hint=None,
+                     options={}, dispatch=spy, t0=t0)
     check_valid(inst, r)
-    assert r.runtime_s <= 2.0 + 1.5
-    assert r.status == "feasible"      # the 26-job block is not proven in its share
+    assert [n for n, _ in seen] == sorted(map(len, found.parts))
+    jobs_left = len(inst.jobs)
+    for n, lim in seen:
+        assert blocks.MIN_BLOCK_S <= lim <= max(blocks.MIN_BLOCK_S, 2.0 * n / jobs_left) + 1e-9
+        jobs_left -= n
+    assert time.perf_counter() - t0 <= 2.0 + 1.5

@@ -21,7 +21,7 @@ def test_hit_returns_same_result_without_solving(inst, tmp_path, monkeypatch) ->
     db = tmp_path / "c.sqlite"
     a = methods.solve(inst, method="cpsat", cache=str(db))
     calls = []
-    monkeypatch.setattr(methods, "_dispatch", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr(methods, "dispatch", lambda *a, **k: calls.append(1))
     b = methods.solve(inst, method="cpsat", cache=str(db))
     assert not calls
     assert b.params.get("cache") == "hit"

@@ -8,10 +8,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from formulations import brute, static_cpsat, static_milp
-from formulations.common import (build_packing, static_gpu_shortage, enumerate_candidates, optimistic_duration, gpu_classes,
-                                 static_schedule)
-from formulations.heuristic import static_greedy
+from formulations import brute
+from formulations.budget import Budget
+from formulations.gpu_classes import gpu_classes
+from formulations.results import result_of_schedule
+from formulations.schedules import static_schedule
+from formulations.static import cpsat as static_cpsat
+from formulations.static import greedy as static_greedy_module
+from formulations.static import milp as static_milp
+from formulations.static import pipeline as static_pipeline
+from formulations.static.candidates import VEC_SAFETY, CandidateParams, enumerate_candidates, optimistic_duration
+from formulations.static.greedy import static_greedy
+from formulations.static.packing import build_packing
+from formulations.static.pipeline import StaticParams, static_gpu_shortage
 from jctlab.generators import static_instance
 from jctlab.model import Allocation, Instance
 from jctlab.replay import replay
@@ -66,14 +75,16 @@ def test_models_agree_with_brute_force(kw: dict) -> None:
 
 
 def test_relaxed_candidates_still_exact_on_small_instance() -> None:
-    """Force relaxed spread candidates (spread_cap=0): bound stays valid; optimum unchanged here."""
+    """Force relaxed spread candidates (spread_cap=0) into the model: its bound stays valid, and the solver,
+    which then picks a relaxed family and expands or repairs it, still returns the brute-force optimum."""
     inst = static_instance(gpus=4, nodes=2, jobs=2, sizes=(1, 2, 3), seed=5, variability=0.1)
-    cs = enumerate_candidates(inst, spread_cap=0)
-    assert cs.relaxed
+    relaxed = StaticParams(candidates=CandidateParams(spread_cap=0))
+    assert enumerate_candidates(inst, relaxed.candidates).relaxed
     ref = brute.solve(inst)
-    r = static_cpsat.solve(inst)
-    assert r.lower_bound <= ref.objective * (1 + 1e-9)
-    assert r.objective == pytest.approx(ref.objective, rel=1e-6)
+    for r in (static_cpsat.solve(inst, params=relaxed), static_milp.solve(inst, params=relaxed)):
+        assert r.params["relaxed_candidates"] > 0 or r.params["expanded"] > 0    # the relaxed model was solved
+        assert r.lower_bound <= ref.objective * (1 + 1e-9)
+        assert r.objective == pytest.approx(ref.objective, rel=1e-6)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -264,7 +275,7 @@ def test_cli_solve(tmp_path) -> None:
     assert bad.returncode == 2 and "nope" in bad.stderr
 
 
-def test_relaxed_family_is_expanded_not_repaired_badly() -> None:
+def test_relaxed_family_is_expanded_not_repaired_badly(monkeypatch) -> None:
     """Regression: a relaxed multi-node family chosen at a tight bound used to be 'repaired' into a
     schedule 185 % worse (status feasible). The chosen families are now expanded into their exact
     members and the model solved again, so the proven optimum (≈ 2277, the exhaustive DP's) comes back."""
@@ -280,27 +291,24 @@ def test_relaxed_family_is_expanded_not_repaired_badly() -> None:
         assert r.objective == pytest.approx(ref.objective, rel=1e-6)
     # the expansion alone (no repair shortcut, and no market-matching incumbent, which is already
     # optimal here and would make the expansion unnecessary) must also reach the optimum
-    from formulations import common, heuristic
-
-    orig = heuristic._family_options
-    orig_m = common.matching_allocations
-    heuristic._family_options = lambda *a, **k: []
-    common.matching_allocations = lambda *a, **k: None
-    try:
-        r = methods.solve(inst, method="cpsat", time_limit=20, threads=1)
-    finally:
-        heuristic._family_options = orig
-        common.matching_allocations = orig_m
+    monkeypatch.setattr(static_greedy_module, "_family_options", lambda *a, **k: [])
+    monkeypatch.setattr(static_pipeline, "matching_allocations", lambda *a, **k: None)
+    r = methods.solve(inst, method="cpsat", time_limit=20, threads=1)
     assert r.status == "optimal" and r.params["expanded"] > 0
     assert r.objective == pytest.approx(ref.objective, rel=1e-6)
 
 
-def test_enumeration_fast_path_matches_speed_model() -> None:
+@pytest.mark.parametrize("topology", [False, True])
+def test_enumeration_fast_path_matches_speed_model(topology) -> None:
     """Bulk (numpy) single-node pricing equals speed.duration (up to VEC_SAFETY, from below), and
-    pruning keeps every undominated allocation: the optimum is unchanged."""
-    from formulations.common import VEC_SAFETY
-
-    inst = static_instance(gpus=8, nodes=2, jobs=3, sizes=(1, 2, 4), seed=11, variability=0.1)
+    pruning keeps every undominated allocation: the optimum is unchanged. With SPEC v1.1 sockets (two per
+    node, ``qpi_factor`` 1.2) the rows that span them are priced slower too."""
+    inst = static_instance(gpus=8, nodes=2, jobs=3, sizes=(1, 2, 4), seed=11, variability=0.1, topology=topology)
+    if topology:
+        d = inst.to_dict()
+        d["cluster"]["pcie_interference"] = 0.0      # brute force prices no co-location
+        inst = Instance.from_dict(d)
+        assert inst.cluster.qpi_factor > 1
     cs = enumerate_candidates(inst, prune=False)
     model = build_packing(inst, cs)
     for c in model.cols:
@@ -313,10 +321,8 @@ def test_enumeration_fast_path_matches_speed_model() -> None:
 
 
 def test_enumeration_deadline_falls_back_to_relaxed() -> None:
-    from formulations.common import Deadline
-
     inst = static_instance(gpus=64, nodes=8, jobs=32, sizes=(1, 2, 4, 8), seed=0, variability=0.05)
-    cs = enumerate_candidates(inst, deadline=Deadline(0.0))
+    cs = enumerate_candidates(inst, budget=Budget(0.0))
     assert cs.complete and all(not c.exact for c in cs.per_job[0])
     full = build_packing(inst, enumerate_candidates(inst))
     relaxed = build_packing(inst, cs)
@@ -326,8 +332,7 @@ def test_enumeration_deadline_falls_back_to_relaxed() -> None:
 def test_a_bound_above_a_replayed_schedule_is_dropped_as_a_wrong_proof() -> None:
     """A proven bound above the replayed objective of a valid schedule can only come from a wrong proof (a
     solver bug): it is dropped, recorded, and the status cannot be optimal; floating noise is clamped."""
-    from formulations.common import finish
-
+    finish = result_of_schedule
     inst = static_instance(gpus=4, nodes=2, jobs=3, sizes=(1, 2), seed=1, variability=0.05, locality_penalty=1.2)
     r = brute.solve(inst)
     obj, t0 = r.objective, time.perf_counter()

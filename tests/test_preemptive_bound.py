@@ -15,7 +15,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from formulations import brute, preemptive_bound
+from formulations import brute
+from formulations.offline import preemptive_bound
 from jctlab import registry
 from jctlab.generators import offline_instance
 from jctlab.model import Allocation, Instance

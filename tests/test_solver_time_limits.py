@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import oracle
 from formulations import brute
-from formulations.common import _pareto_loop, _pareto_np
+from formulations.static.candidates import _pareto_loop, _pareto_np
 from jctlab import registry
 from jctlab.errors import InputError
 from jctlab.generators import offline_instance

@@ -139,7 +139,8 @@ def test_level_choices_are_the_fair_share_then_the_table(tiny_d):
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jctlab.speed import step_time, step_times_by_counts
+from jctlab.speed import step_time
+from jctlab.speed_tables import step_times_by_counts
 
 
 @st.composite
@@ -195,7 +196,7 @@ def test_vectorized_step_times_equal_step_time(case):
 def test_step_time_table_rows_equal_each_job_priced_alone(cases):
     """Several jobs priced at once (``step_time_table``) give, row by row, exactly what each job gets
     alone, on the first case's cluster and on every case's allocation as a count vector."""
-    from jctlab.speed import step_time_table
+    from jctlab.speed_tables import step_time_table
 
     inst, types, _ = cases[0]
     cl = inst.cluster

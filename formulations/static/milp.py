@@ -1,4 +1,4 @@
-"""MILP model of the static class: the same set-packing model as :mod:`formulations.static_cpsat`,
+"""MILP model of the static class: the same set-packing model as :mod:`formulations.static.cpsat`,
 with exact (unscaled) costs, solved by HiGHS (through ``highspy`` directly: bulk column/row loading
 and a warm start that PuLP's HiGHS wrapper lacks) or by CBC (through PuLP).
 
@@ -16,10 +16,18 @@ import tempfile
 import time
 from typing import Sequence
 
+import highspy
+import numpy as np
+import pulp
+
+from jctlab.errors import InputError
 from jctlab.model import Instance, Schedule
 from jctlab.result import Result
 
-from .common import BackendAnswer, Deadline, PackingModel, cbc_log_bound, solve_static
+from ..budget import Budget
+from ..cbc_log import cbc_log_bound
+from .packing import BackendAnswer, PackingModel
+from .pipeline import StaticParams, solve_static
 
 BOUND_SAFETY = 1e-9
 
@@ -28,14 +36,10 @@ HIGHS_MARGIN_PER_COL = 1e-4
 
 
 def _highs_version() -> str:
-    import highspy
-
     return f"highspy {highspy.Highs().version()}"
 
 
 def _cbc_version() -> str:
-    import pulp
-
     return f"pulp {pulp.__version__} cbc"
 
 
@@ -43,8 +47,6 @@ def _interrupt_at(h, wall_deadline: float) -> None:
     """Stop HiGHS at a wall-clock deadline: its own ``time_limit`` is only checked between phases,
     so on large models it can overrun by tens of seconds; the interrupt callbacks are checked
     inside simplex, IPM and branch-and-bound."""
-    import highspy
-
     def stop(_type, _message, _out, data_in, _user) -> None:
         if time.monotonic() > wall_deadline:
             data_in.user_interrupt = True
@@ -56,10 +58,7 @@ def _interrupt_at(h, wall_deadline: float) -> None:
 
 
 def highs_backend(threads: int, seed: int):
-    def run(model: PackingModel, hint_cols: Sequence[int | None] | None, dl: Deadline) -> BackendAnswer:
-        import highspy
-        import numpy as np
-
+    def run(model: PackingModel, hint_cols: Sequence[int | None] | None, dl: Budget) -> BackendAnswer:
         if hasattr(highspy.Highs, "resetGlobalScheduler"):
             highspy.Highs.resetGlobalScheduler(True)  # HiGHS keeps one scheduler per process: allow a new thread count
         h = highspy.Highs()
@@ -137,9 +136,7 @@ def highs_backend(threads: int, seed: int):
 
 
 def cbc_backend(threads: int, seed: int):
-    def run(model: PackingModel, hint_cols: Sequence[int | None] | None, dl: Deadline) -> BackendAnswer:
-        import pulp
-
+    def run(model: PackingModel, hint_cols: Sequence[int | None] | None, dl: Budget) -> BackendAnswer:
         prob = pulp.LpProblem("static", pulp.LpMinimize)
         z = [pulp.LpVariable(f"z{i}", cat="Binary") for i in range(len(model.cols))]
         if model.makespan:
@@ -199,16 +196,16 @@ def _cbc_bound(log: str) -> float | None:
 
 
 def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, seed: int = 0,
-          hint: Schedule | None = None, backend: str = "highs", warm: bool = True, reduce: bool = True) -> Result:
-    """Solve a static instance with HiGHS (``backend="highs"``) or CBC (``"cbc"``)."""
+          hint: Schedule | None = None, backend: str = "highs", warm: bool = True, reduce: bool = True,
+          params: StaticParams = StaticParams()) -> Result:
+    """Solve a static instance with HiGHS (``backend="highs"``) or CBC (``"cbc"``); ``params``: the pipeline's
+    knobs."""
     if backend == "highs":
         be, solver, version = highs_backend(threads, seed), "milp-highs", _highs_version()
     elif backend == "cbc":
         be, solver, version = cbc_backend(threads, seed), "milp-cbc", _cbc_version()
     else:
-        from jctlab.errors import InputError
-
         raise InputError("command line", "--backend", f"unknown MILP backend {backend!r} (highs|cbc)")
     method = "milp" if backend == "highs" else "milp-cbc"
     return solve_static(inst, method, be, time_limit=time_limit, threads=threads, seed=seed, hint=hint, warm=warm,
-                        solver=solver, version=version, params={"backend": backend}, reduce=reduce)
+                        solver=solver, version=version, params={"backend": backend}, reduce=reduce, settings=params)

@@ -4,7 +4,7 @@ Two nodes are *twins* when they have the same CPUs, memory and, index by index, 
 variability (nothing else in an instance tells nodes apart). Renaming twins (a node's GPUs follow index
 by index, and so do parameter servers) maps every schedule onto a schedule with the same objective, so
 a model over options per node would search every mirror image; CP-SAT's own symmetry detection is off
-for the offline models (``offline_cpsat.SAT_PARAMS``).
+for the offline models (``formulations.offline.cpsat_model.SAT_PARAMS``).
 
 Rule (:func:`twin_rows`): in a group of twins v_1, …, v_m (cluster order), job j may run on v_{k+1}
 (a single-node option) only if an earlier job i < j runs on v_k.
@@ -24,26 +24,16 @@ from __future__ import annotations
 
 from jctlab.model import Instance
 
-from . import offline_candidates as oc
-
-
-def _node_key(nd) -> tuple:
-    return (nd.cpus, nd.mem_gb, tuple((g.type, tuple(sorted(g.variability.items()))) for g in nd.gpus))
+from ..gpu_classes import node_key
+from .options import Option, on_node
 
 
 def twin_groups(inst: Instance) -> list[list[str]]:
     """Groups (≥ 2 nodes, cluster order) of identical nodes."""
     by: dict = {}
     for nd in inst.cluster.nodes:
-        by.setdefault(_node_key(nd), []).append(nd.name)
+        by.setdefault(node_key(nd), []).append(nd.name)
     return [names for names in by.values() if len(names) > 1]
-
-
-def on_node(o: oc.Option) -> str | None:
-    """The node of a single-node option (class or concrete), else None."""
-    if o.alloc is not None:
-        return oc._single_node(o.alloc)
-    return o.cls[1] if o.cls is not None and o.cls[0] == "node" else None
 
 
 def twin_rows(opts, groups: list[list[str]]) -> list[tuple[list[tuple[int, int]], list[tuple[int, int]]]]:
@@ -77,7 +67,7 @@ def _rename(perm: dict):
         v, k = g.split(":", 1)
         return f"{node(v)}:{k}"
 
-    def key(o: oc.Option, mapped: bool) -> tuple:
+    def key(o: Option, mapped: bool) -> tuple:
         n, gp = (node, gpu) if mapped else (lambda v: v, lambda g: g)
         c = o.cls
         if c is not None and c[0] == "node":

@@ -5,8 +5,8 @@ Time-indexed LP relaxation ("mean busy time" over per-job *modes*)
 Notation for job j: a_j arrival, w_j weight.
 
 * Modes (:func:`job_modes`). Every allocation of j maps onto one of its relaxed classes
-  (:func:`formulations.offline_candidates.class_options`: a node and a GPU count, or a spread pattern of GPU
-  counts per node group) whose duration is no longer (proofs in :mod:`formulations.offline_candidates`).
+  (:func:`formulations.offline.classes.class_options`: a node and a GPU count, or a spread pattern of GPU
+  counts per node group) whose duration is no longer (proofs in :mod:`formulations.offline.classes`).
   A class whose GPUs all lie on nodes where j can use one type τ holds n GPUs of τ; a spread pattern holds
   c_g GPUs in each group g, of g's type when g has one; GPUs of unknown type otherwise. A *mode* m of j is
   (d_m, n_m, c_{m,τ}): while j runs on an allocation G of mode m, G holds n_m GPUs, at least c_{m,τ} of them
@@ -30,7 +30,7 @@ Constraints, satisfied by the x of any preemptive schedule:
   Where a job's fastest allocations hold the scarce type, running it elsewhere costs run time (its rate)
   and the other type's GPU-seconds: a heterogeneous queue of 160 jobs on 32 GPUs of 3 types gets a bound
   18 % higher (20 buckets: 6 263 against 5 319) than from a rate cap at the fastest run time and per-type rows
-  that charge a perfect split's compute only (the LP before docs/oracle-offline.md follow-up 22).
+  that charge a perfect split's compute only.
 Completion, with p_j = min_m d_m: the mean busy time B_j = ∫ t·r_j(t) dt (r_j the work rate, ∫ r_j = 1) is
   at least Σ_t y_{j,t}·max(b_t, a_j), y_{j,t} = Σ_m x_{j,m,t}; and with r_j ≤ 1/p_j, B_j ≤ C_j − p_j/2 (the
   latest possible profile is full rate on [C_j − p_j, C_j]). So C_j ≥ Σ_t max(b_t,a_j)·y_{j,t} + p_j/2, and
@@ -57,16 +57,19 @@ from scipy.optimize import linprog
 from scipy.sparse import coo_matrix
 
 from jctlab.model import Instance, Schedule
-from jctlab.result import Result
+from jctlab.result import Result, SolveStatus
 
-from . import offline_candidates as oc
+from ..schedules import job_weights
+from .classes import class_options, p_min, trivial_bound
+from .greedy import greedy
+from .options import hostable, max_speedup
 
 
 def rate_caps(inst: Instance) -> list[dict[str, float]]:
     """η_{j,τ} of the module docstring (fraction of the job per GPU-second on one GPU of type τ)."""
     out = []
     for job in inst.jobs:
-        smax = oc.max_speedup(job)
+        smax = max_speedup(job)
         caps: dict[str, float] = {}
         for tau in inst.cluster.gpu_types:
             if not job.can_use(tau):
@@ -110,7 +113,7 @@ class Mode:
 def _class_types(inst: Instance, job, cls: tuple) -> tuple[dict[str, int], int]:
     """The GPUs of type known per type, and the GPU count, of every allocation mapped onto relaxed class ``cls``."""
     def only_type(nodes) -> str | None:
-        ts = {g.type for g in oc.hostable(inst, job) if g.node in nodes}
+        ts = {g.type for g in hostable(inst, job) if g.node in nodes}
         return next(iter(ts)) if len(ts) == 1 else None
 
     if cls[0] == "node":
@@ -134,7 +137,7 @@ def job_modes(inst: Instance, caps: list[dict[str, float]] | None = None) -> lis
     ``caps``: :func:`rate_caps` of ``inst``, when the caller has them."""
     caps = rate_caps(inst) if caps is None else caps
     out = []
-    for job, opts, eta in zip(inst.jobs, oc.class_options(inst), caps):
+    for job, opts, eta in zip(inst.jobs, class_options(inst), caps):
         merged: dict[tuple, tuple[float, dict[str, int]]] = {}
         for o in opts:
             known, n = _class_types(inst, job, o.cls)
@@ -184,9 +187,9 @@ def lower_bound(inst: Instance, time_limit: float | None = None, threads: int = 
     of 160 jobs on 32 GPUs of 3 types: 2.6 s, 12 s and 58 s for the plain LP on 20, 40 and 80 buckets (with as
     many arrivals), 4.4 s with tangents on 20. The largest optimum is kept; every one is a valid bound."""
     t0 = time.perf_counter()
-    if any(math.isinf(p) for p in oc.p_min(inst)):
+    if any(math.isinf(p) for p in p_min(inst)):
         return math.inf  # a job that no allocation can host: no schedule at all
-    best = oc.trivial_bound(inst)
+    best = trivial_bound(inst)
     caps = rate_caps(inst)
     modes = job_modes(inst, caps)
     pm = [min(m.dur for m in ms) for ms in modes]
@@ -242,7 +245,7 @@ def _solve_lp(inst: Instance, b: list[float], pm: list[float], modes: list[list[
                 if pm[j] > 0 and _room(b, t, job.arrival, pm[j]) >= TANGENT_MIN:
                     zidx[(j, t)] = nz0 + len(zidx)
     nv = nz0 + len(zidx)
-    w = oc.weights(inst)
+    w = job_weights(inst)
     cost = np.zeros(nv)
     if inst.objective == "makespan":
         cost[mk] = 1.0
@@ -342,11 +345,12 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     lb = lower_bound(inst, time_limit=time_limit, threads=threads)
     sched = obj = None
     if incumbent and math.isfinite(lb):
-        s, r = oc.greedy(inst, "preemptive-bound", None if time_limit is None else t0 + time_limit)
-        if s is not None:
-            sched, obj = s.__class__(s.instance, "preemptive-bound", s.segments, None, s.extra), r.objective
+        g = greedy(inst, "preemptive-bound", None if time_limit is None else t0 + time_limit)
+        if g.schedule is not None:
+            s = g.schedule
+            sched, obj = s.__class__(s.instance, "preemptive-bound", s.segments, None, s.extra), g.objective
             lb = min(lb, obj)
-    status = "bound_only" if math.isfinite(lb) else "infeasible"
-    return Result(sched if status == "bound_only" else None, obj if status == "bound_only" else None,
+    status = SolveStatus.BOUND_ONLY if math.isfinite(lb) else SolveStatus.INFEASIBLE
+    return Result(sched if status == SolveStatus.BOUND_ONLY else None, obj if status == SolveStatus.BOUND_ONLY else None,
                   lb if math.isfinite(lb) else None, status, time.perf_counter() - t0, "preemptive-lp",
                   "", {"time_limit": time_limit, "threads": threads})

@@ -4,7 +4,7 @@ CP-SAT's own bound on a queue (many more jobs than GPUs, mean JCT) comes from se
 at Σ(a_j + p_j) for minutes: 11 jobs on 3 GPUs, an exact model of 135 options, no bound move in
 120 s. The classic strong relaxation of such problems is the time-indexed LP (x_{o,t}: option o
 starts in slot t). It is built here over the same options and resources as a CP-SAT model
-(:mod:`formulations.offline_cpsat`), so it relaxes whatever that model relaxes and nothing more.
+(:mod:`formulations.offline.cpsat`), so it relaxes whatever that model relaxes and nothing more.
 
 Validity. Slots are [τ_t, τ_{t+1}) for increasing boundaries τ_0 = the earliest arrival < … < τ_K
 (:func:`grid`). Map any schedule of the option model (start s_j in slot t_j, option o_j of duration p)
@@ -19,7 +19,7 @@ an occupancy of ⌊p/Δ⌋ slots.)
 Horizon. A semi-active schedule (every start a release or another job's end; some optimum is one)
 starts every job by max a + Σ_{i≠j} max p_i. With an incumbent of objective U, a schedule of
 objective ≤ U also has C_j − a_j ≤ (U − Σ_{i≠j} ω_i·min p_i)/ω_j (mean and weighted JCT, objective
-Σ ω_j (C_j − a_j), :func:`formulations.common.objective_weights`) or
+Σ ω_j (C_j − a_j), :func:`formulations.schedules.objective_weights`) or
 C_j ≤ min a + U (makespan); the LP only admits starts before both limits, so its optimum bounds every
 schedule of objective ≤ U, and min(LP, U) bounds them all. (A real schedule, interference included,
 has a model image with the same starts and options and no larger completions; left-shifting that
@@ -42,8 +42,8 @@ from scipy.sparse import csr_matrix
 
 from jctlab.model import Instance
 
-from . import offline_candidates as oc
-from .common import objective_weights
+from ..schedules import objective_weights
+from .options import Option, capacities
 
 NNZ_BUDGET = 400_000     # most nonzeros of an LP (bounds the slot count)
 MAX_SLOTS = 1000
@@ -64,7 +64,7 @@ def lp_options(time_limit: float | None, nnz: int) -> dict:
     return opts
 
 
-def latest_starts(inst: Instance, opts: list[list[oc.Option]], incumbent: float | None) -> list[float]:
+def latest_starts(inst: Instance, opts: list[list[Option]], incumbent: float | None) -> list[float]:
     """Per job, the latest start of a semi-active schedule of objective ≤ ``incumbent``."""
     jobs = inst.jobs
     pmax = [max(o.dur for o in ol) for ol in opts]
@@ -83,19 +83,20 @@ def latest_starts(inst: Instance, opts: list[list[oc.Option]], incumbent: float 
     return out
 
 
-def lower_bound(inst: Instance, opts: list[list[oc.Option]], resources: set, *, incumbent: float | None = None,
-                time_limit: float | None = None, slots: int | None = None, focus: float | None = None) -> float:
+def lower_bound(inst: Instance, opts: list[list[Option]], resources: set, *, incumbent: float | None = None,
+                time_limit: float | None = None, slots: int | None = None, focus: float | None = None,
+                max_slots: int = MAX_SLOTS) -> float:
     """The time-indexed LP bound of the option model ``opts`` with capacities ``resources`` (module
     docstring). ``incumbent``: the objective of a known schedule (it tightens the horizon, and the
     result is at most it). ``focus``: an instant by which good schedules have started their jobs
     (:func:`grid`; any value keeps the bound valid). ``slots=None``: MIN_SLOTS slots, then twice as
-    many while the time limit and NNZ_BUDGET allow, the best bound kept. −inf when no LP is solved in
+    many while the time limit and NNZ_BUDGET allow, up to ``max_slots``, the best bound kept. −inf when no LP is solved in
     ``time_limit``."""
     t0 = time.perf_counter()
     if slots is not None:
         return _bound(inst, opts, resources, incumbent, time_limit, slots, focus)
     best, k, last = -math.inf, MIN_SLOTS, 0.0
-    while k <= MAX_SLOTS:
+    while k <= max_slots:
         left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
         if left is not None and (left <= 0 or (last > 0 and left < GROWTH * last)):
             break         # twice the slots take about GROWTH times as long, and HiGHS may overrun its limit
@@ -131,7 +132,7 @@ def _bound(inst, opts, resources, incumbent, time_limit, k, focus=None) -> float
     nj = len(jobs)
     if not nj or any(not ol for ol in opts):
         return -math.inf          # nothing to bound (a job without options: the caller reports infeasible)
-    cap = oc.capacities(inst)
+    cap = capacities(inst)
     late = latest_starts(inst, opts, incumbent)
     if any(s < j.arrival - 1e-9 for s, j in zip(late, jobs)):
         return incumbent          # no schedule beats the incumbent

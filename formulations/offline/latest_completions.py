@@ -13,14 +13,13 @@ U, is a bound of the optimum. The law also holds under the hypothesis itself: wh
 other jobs may carry their deadlines (any schedule of value ≤ U meets all of them at once).
 
 How L_j is computed (``lower_bound`` is the caller's relaxation, the class model in
-:mod:`formulations.offline_cpsat`): first a partition bound (windows of consecutive arrivals W_1..W_m;
+:mod:`formulations.offline.cpsat`): first a partition bound (windows of consecutive arrivals W_1..W_m;
 L_j ≥ Σ_{i: j∉W_i} LB(W_i) + LB(W_{i(j)} ∖ {j}), the partition law of :mod:`oracle.blocks`), then
 rounds over the jobs in Gauss-Seidel order (each new deadline is used by the next relaxations at once),
 relaxing J ∖ {j} with the others' deadlines, for ``MAX_ROUNDS`` rounds or until one gains under
 ``MIN_GAIN`` of the total slack. Each tighter deadline makes the next relaxations easier: on the 30-job
 benchmark a class model of 29 jobs takes 1-3 s (often unproven in 1 s) without deadlines and 0.1-0.3 s with
-them, and the node-exact model with the deadlines proves seed 3 in 25-29 s (82-104 s without;
-docs/oracle-offline.md, follow-up 30).
+them, and the node-exact model with the deadlines proves seed 3 in 25-29 s (82-104 s without).
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from typing import Callable, Sequence
 
 from jctlab.model import Instance
 
-from .offline_candidates import weights
+from ..schedules import job_weights
 
 WINDOW = 15        # jobs per window of the partition bound (measured on the 30-job benchmark: 6, 10, 15)
 SUB_LIMIT = 1.0    # s at most per relaxation of a job set
@@ -45,7 +44,7 @@ LowerBound = Callable[[list[int], dict[int, float], float], float]
 
 
 def rest_bounds(inst: Instance, upper: float, job_lb: Sequence[float], lower_bound: LowerBound, *,
-                deadline: float | None, window: int = WINDOW, sub_limit: float = SUB_LIMIT,
+                until: float | None, window: int = WINDOW, sub_limit: float = SUB_LIMIT,
                 min_gain: float = MIN_GAIN, max_rounds: int | None = MAX_ROUNDS, batch: int = 1,
                 stats: dict | None = None) -> list[float]:
     """L_j for every job j: lower bounds on Σ_{k≠j} w_k (C_k − a_k) over the schedules of J ∖ {j} that some
@@ -55,7 +54,7 @@ def rest_bounds(inst: Instance, upper: float, job_lb: Sequence[float], lower_bou
     ``job_lb[k]``: a lower bound on w_k (C_k − a_k) alone (its fastest option), the starting L_j;
     ``max_rounds`` caps the rounds. ``batch``: relaxations solved at once, in threads (``lower_bound`` must
     release the GIL, as CP-SAT's solve does), each under the deadlines from before its batch (any deadlines
-    that hold keep the law). Stops at ``deadline`` (perf_counter seconds) with what it has: every intermediate
+    that hold keep the law). Stops at ``until`` (a ``time.perf_counter()`` instant) with what it has: every intermediate
     result is valid. ``stats`` (optional) receives the rounds and the relaxations solved."""
     n = len(inst.jobs)
     total = sum(job_lb)
@@ -65,7 +64,7 @@ def rest_bounds(inst: Instance, upper: float, job_lb: Sequence[float], lower_bou
     pool = ThreadPoolExecutor(batch) if batch > 1 else None
 
     def time_left() -> float:
-        return float("inf") if deadline is None else deadline - time.perf_counter()
+        return float("inf") if until is None else until - time.perf_counter()
 
     def bounds(sets: list[list[int]]) -> list[float] | None:
         # lower bounds of the job sets, ``batch`` at a time, each under the deadlines from before its batch;
@@ -131,7 +130,7 @@ def rest_bounds(inst: Instance, upper: float, job_lb: Sequence[float], lower_bou
 def latest(inst: Instance, upper: float, lower: Sequence[float], jobs: Sequence[int] | None = None) -> dict[int, float]:
     """Latest completion of each job (all, or ``jobs``) in any schedule of value ≤ ``upper``, from the lower
     bounds L_j of :func:`rest_bounds` (computed for ``upper`` or a larger value)."""
-    w = weights(inst)
+    w = job_weights(inst)
     pad = SLACK_RTOL * abs(upper)
     return {j: inst.jobs[j].arrival + (upper - lower[j] + pad) / w[j]
             for j in (range(len(inst.jobs)) if jobs is None else jobs)}

@@ -1,11 +1,10 @@
-"""Fast greedy incumbents (static and offline), used as warm starts / hints of the exact models.
+"""Incumbents of the static models: a greedy placement with 1-opt, and the repair of relaxed answers.
 
-Static: several greedy passes (job orders × a GPU-count penalty λ), each giving every job, in turn,
-the fitting allocation that minimises ``duration × (1 + λ·n/n̄)`` while keeping enough GPUs for the
-jobs still to place, then 1-opt local search (re-place one job at a time on its best fitting
-allocation). Offline: list scheduling (by arrival, and shortest-first) where each job takes the
-allocation that finishes it earliest, realised on the event engine (so it is valid even with
-interference). Everything is deterministic given ``seed``.
+* :func:`static_greedy` — several greedy passes (job orders × a GPU-count penalty λ), each giving every job,
+  in turn, the fitting allocation that minimises ``duration × (1 + λ·n/n̄)`` while keeping enough GPUs for
+  the jobs still to place, then 1-opt local search (re-place one job at a time on its best fitting
+  allocation). Deterministic given ``seed``.
+* :func:`repair` — concrete allocations for a model answer that picked relaxed families.
 """
 
 from __future__ import annotations
@@ -15,16 +14,18 @@ from typing import Sequence
 
 import numpy as np
 
-from jctlab.engine import Engine, time_tol
-from jctlab.errors import InvalidSchedule
 from jctlab.model import Allocation, Instance
 from jctlab.resources import node_demand
 from jctlab.speed import SpeedError, duration, ps_counts
 
-from .common import Candidate, Deadline, PackingModel, objective_weights
+from ..budget import Budget
+from ..gpu_sets import fastest_gpu_sets
+from ..schedules import objective_weights
+from .candidates import Candidate
+from .packing import PackingModel
 
 
-class State:
+class Placement:
     """Free GPUs (ids per class and per node) and CPU/memory used per node, for static placement."""
 
     def __init__(self, inst: Instance, model: PackingModel):
@@ -87,28 +88,11 @@ class State:
             self.mem[v] -= x
 
 
-def _fastest_sets(inst: Instance, job, gpu_ids: Sequence[str]) -> list[tuple[str, ...]]:
-    """For each allowed size: the job's fastest GPUs of each node that has enough, and the fastest
-    GPUs of the whole set (rate = samples/s over the GPU's variability factor for the job's class)."""
-    gpu = inst.cluster.gpu
-    rate = {g: job.samples_per_s.get(gpu[g].type, 0.0) / max(gpu[g].factor(job.job_class), 1e-12) for g in gpu_ids}
-    fast = sorted((g for g in gpu_ids if rate[g] > 0), key=lambda g: (-rate[g], g))
-    by_node: dict[str, list[str]] = {}
-    for g in fast:
-        by_node.setdefault(gpu[g].node, []).append(g)
-    sets = []
-    for n in job.sizes:
-        sets.extend(tuple(ids[:n]) for ids in by_node.values() if len(ids) >= n)
-        if len(fast) >= n:
-            sets.append(tuple(fast[:n]))
-    return sets
-
-
-def _concrete_options(inst: Instance, j: int, st: State) -> list[tuple[float, Allocation]]:
+def _free_options(inst: Instance, j: int, st: Placement) -> list[tuple[float, Allocation]]:
     """Allocations built from free GPUs directly: per node and size the fastest free GPUs, and the
     fastest free GPUs of the cluster; each with its best fitting level and PS placement."""
     job = inst.jobs[j]
-    sets = _fastest_sets(inst, job, [g for ids in st.free_ids.values() for g in ids])
+    sets = fastest_gpu_sets(inst, job, [g for ids in st.free_ids.values() for g in ids])
     out = []
     for gs in dict.fromkeys(sets):
         nodes = sorted({g.split(":", 1)[0] for g in gs})
@@ -133,7 +117,7 @@ def _concrete_options(inst: Instance, j: int, st: State) -> list[tuple[float, Al
     return out
 
 
-def _options(inst: Instance, model: PackingModel, j: int, st: State) -> list[tuple[float, Allocation]]:
+def _options(inst: Instance, model: PackingModel, j: int, st: Placement) -> list[tuple[float, Allocation]]:
     out = []
     for i in model.groups[j]:
         c = model.cols[i]
@@ -143,7 +127,7 @@ def _options(inst: Instance, model: PackingModel, j: int, st: State) -> list[tup
         if a is not None and st.fits(j, a):
             out.append((c.duration, a))
     if not out or model.cands.relaxed:
-        out.extend(_concrete_options(inst, j, st))
+        out.extend(_free_options(inst, j, st))
     return out
 
 
@@ -155,9 +139,9 @@ def _value(inst: Instance, durs: Sequence[float]) -> float:
 
 
 def static_greedy(inst: Instance, model: PackingModel, seed: int = 0,
-                  deadline: Deadline | None = None) -> list[Allocation] | None:
+                  budget: Budget | None = None) -> list[Allocation] | None:
     """The best allocations found (one per job), or None when no pass placed every job."""
-    deadline = deadline or Deadline(None)
+    budget = budget or Budget(None)
     J = len(inst.jobs)
     w = objective_weights(inst)
     best_d = [min((model.cols[i].duration for i in g), default=math.inf) for g in model.groups]
@@ -170,14 +154,14 @@ def static_greedy(inst: Instance, model: PackingModel, seed: int = 0,
     best: tuple[float, list[Allocation]] | None = None
     for lam in (0.0, 0.5, 2.0):
         for order in orders:
-            if best is not None and deadline.left() < 0:
+            if best is not None and budget.left() < 0:
                 break
-            st = State(inst, model)
+            st = Placement(inst, model)
             allocs: list[Allocation | None] = [None] * J
             durs = [0.0] * J
             ok = True
             for pos, j in enumerate(order):
-                if best is not None and deadline.left() < 0:
+                if best is not None and budget.left() < 0:
                     ok = False
                     break
                 reserve = sum(min_n[k] for k in order[pos + 1:])
@@ -196,21 +180,21 @@ def static_greedy(inst: Instance, model: PackingModel, seed: int = 0,
                 allocs[j], durs[j] = choice[1], choice[0]
             if not ok:
                 continue
-            allocs2, durs2 = _local_search(inst, model, st, allocs, durs, deadline)  # type: ignore[arg-type]
+            allocs2, durs2 = _local_search(inst, model, st, allocs, durs, budget)  # type: ignore[arg-type]
             v = _value(inst, durs2)
             if best is None or v < best[0] - 1e-12:
                 best = (v, allocs2)
     return None if best is None else best[1]
 
 
-def _local_search(inst: Instance, model: PackingModel, st: State, allocs: list[Allocation], durs: list[float],
-                  deadline: Deadline, rounds: int = 5) -> tuple[list[Allocation], list[float]]:
+def _local_search(inst: Instance, model: PackingModel, st: Placement, allocs: list[Allocation], durs: list[float],
+                  budget: Budget, rounds: int = 5) -> tuple[list[Allocation], list[float]]:
     """1-opt: re-place each job on its best fitting allocation while that improves the objective."""
     allocs, durs = list(allocs), list(durs)
     for _ in range(rounds):
         improved = False
         for j in range(len(allocs)):
-            if deadline.left() < 0:
+            if budget.left() < 0:
                 return allocs, durs
             st.release(j, allocs[j])
             cur = _value(inst, durs)
@@ -231,93 +215,7 @@ def _local_search(inst: Instance, model: PackingModel, st: State, allocs: list[A
     return allocs, durs
 
 
-# --------------------------------------------------------------------------- offline
-
-
-def realize(inst: Instance, order: Sequence[int], allocs: Sequence[Allocation],
-            planned: Sequence[float] | None = None) -> list[float] | None:
-    """Start times realising ``allocs`` in ``order`` on the event engine (interference included):
-    each job starts at the first moment ≥ max(arrival, planned start, previous start) when its GPUs,
-    CPUs and memory are free. None when some start is impossible (an allocation the engine rejects)."""
-    eng = Engine(inst)
-    starts = [0.0] * len(inst.jobs)
-    t = 0.0
-    for j in order:
-        job = inst.jobs[j]
-        t = max(t, job.arrival, 0.0 if planned is None else planned[j])
-        while True:
-            eng.pop_completions(t + time_tol(t))
-            try:
-                eng.start(j, allocs[j], t)
-                break
-            except InvalidSchedule:
-                nxt = eng.next_completion()
-                if nxt == math.inf:
-                    return None
-                t = max(t, nxt)
-        starts[j] = t
-    return starts
-
-
-def _offline_options(inst: Instance, j: int) -> list[tuple[float, Allocation]]:
-    """Per node and size the job's fastest GPUs, and the fastest GPUs of the cluster, each with every
-    level and PS placement on its own nodes."""
-    job = inst.jobs[j]
-    sets = _fastest_sets(inst, job, [g.id for g in inst.cluster.gpus])
-    out = []
-    for gs in dict.fromkeys(sets):
-        nodes = sorted({g.split(":", 1)[0] for g in gs})
-        ps_opts: list[tuple[str, ...]] = [()]
-        if job.ps is not None:
-            ps_opts = [tuple((nodes * p)[:p]) for p in ps_counts(job, len(gs))]
-        for c, m in job.level_choices:
-            for ps in ps_opts:
-                a = Allocation(gs, ps, c, m)
-                try:
-                    out.append((duration(job, a, inst.cluster), a))
-                except SpeedError:
-                    pass
-    return out
-
-
-def offline_greedy(inst: Instance, seed: int = 0, deadline: Deadline | None = None) -> tuple[list[float], list[Allocation]] | None:
-    """List scheduling for the offline class; returns (starts, allocations) or None."""
-    deadline = deadline or Deadline(None)
-    J = len(inst.jobs)
-    options = [_offline_options(inst, j) for j in range(J)]
-    if any(not o for o in options):
-        return None
-    best = None
-    base = [min(d for d, _ in o) for o in options]
-    orders = [sorted(range(J), key=lambda j: (inst.jobs[j].arrival, j)),
-              sorted(range(J), key=lambda j: (inst.jobs[j].arrival + base[j], j))]
-    for order in orders:
-        allocs: list[Allocation | None] = [None] * J
-        eng_free: dict[str, float] = {g.id: 0.0 for g in inst.cluster.gpus}
-        for j in order:
-            job = inst.jobs[j]
-            bestc = None
-            for d, a in options[j]:
-                s = max([job.arrival] + [eng_free[g] for g in a.gpus])
-                if bestc is None or s + d < bestc[0]:
-                    bestc = (s + d, a)
-            allocs[j] = bestc[1]  # type: ignore[index]
-            for g in bestc[1].gpus:  # type: ignore[index]
-                eng_free[g] = bestc[0]  # type: ignore[index]
-        starts = realize(inst, order, allocs)  # type: ignore[arg-type]
-        if starts is None:
-            continue
-        from .common import replay_objective, timed_schedule
-
-        v = replay_objective(inst, timed_schedule(inst, starts, allocs, "heuristic"))  # type: ignore[arg-type]
-        if v is not None and (best is None or v < best[0]):
-            best = (v, starts, list(allocs))
-        if deadline.left() < 0:
-            break
-    return None if best is None else (best[1], best[2])  # type: ignore[return-value]
-
-
-def _family_options(inst: Instance, j: int, fam: Candidate, st: State) -> list[tuple[float, Allocation]]:
+def _family_options(inst: Instance, j: int, fam: Candidate, st: Placement) -> list[tuple[float, Allocation]]:
     """Members of a relaxed family built from free GPUs: the family's GPU-type counts taken from the
     fastest free GPUs of each type (on the family's node for ``relaxed-node``; for ``relaxed-spread``
     over the whole cluster, and also spread over as few nodes as possible), fair-share level."""
@@ -368,15 +266,15 @@ def _family_options(inst: Instance, j: int, fam: Candidate, st: State) -> list[t
 
 
 def repair(inst: Instance, model: PackingModel, chosen: list[int],
-           deadline: Deadline | None = None) -> list[Allocation] | None:
+           budget: Budget | None = None) -> list[Allocation] | None:
     """The better of :func:`repair_once` without and with family-shaped options (see there); past
-    ``deadline`` the first only, with no improving moves."""
-    dl = deadline or Deadline(None)
+    ``budget`` the first only, with no improving moves."""
+    dl = budget or Budget(None)
     best = None
     for fam in (False, True):
         if fam and best is not None and dl.left() <= 0:
             break
-        a = repair_once(inst, model, chosen, family=fam, deadline=dl)
+        a = repair_once(inst, model, chosen, family=fam, budget=dl)
         if a is None:
             continue
         try:
@@ -389,12 +287,12 @@ def repair(inst: Instance, model: PackingModel, chosen: list[int],
 
 
 def repair_once(inst: Instance, model: PackingModel, chosen: list[int], family: bool = True,
-                deadline: Deadline | None = None) -> list[Allocation] | None:
+                budget: Budget | None = None) -> list[Allocation] | None:
     """Concrete allocations for a model answer that uses relaxed candidates: exact choices are kept
     (first free GPUs of each class), relaxed ones are placed greedily on the remaining resources
     (preferring the relaxed family's GPU types), then 1-opt improves the whole. None on failure."""
     J = len(inst.jobs)
-    st = State(inst, model)
+    st = Placement(inst, model)
     allocs: list[Allocation | None] = [None] * J
     durs = [0.0] * J
     todo = []
@@ -423,5 +321,5 @@ def repair_once(inst: Instance, model: PackingModel, chosen: list[int], family: 
         d, a = min(opts, key=key)
         st.take(j, a)
         allocs[j], durs[j] = a, d
-    out, _ = _local_search(inst, model, st, allocs, durs, deadline or Deadline(None), rounds=3)  # type: ignore[arg-type]
+    out, _ = _local_search(inst, model, st, allocs, durs, budget or Budget(None), rounds=3)  # type: ignore[arg-type]
     return out

@@ -1,10 +1,9 @@
 """Exact branch and bound for small offline instances (method ``bnb``).
 
 Small clusters with queues (4 GPUs, 10 jobs arriving every 5 minutes) are where CP-SAT and the MILPs
-struggle most: their relaxations see the GPUs but not the waiting, and 30 s do not prove a 10-job queue
-(docs/oracle-offline.md, follow-up 27). This search enumerates schedules directly and proves them in
+struggle most: their relaxations see the GPUs but not the waiting, and 30 s do not prove a 10-job queue. This search enumerates schedules directly and proves them in
 seconds. It applies to offline instances whose jobs all have few GPU subsets (every allocation is
-enumerated: :func:`offline_candidates.concrete_options` is complete) and a ``mean_jct`` or
+enumerated: :func:`formulations.offline.concrete.concrete_options` is complete) and a ``mean_jct`` or
 ``weighted_jct`` objective with positive weights; :func:`not_applicable` says why not otherwise.
 
 The search
@@ -16,7 +15,7 @@ every placed job started at or before t, from t on a GPU is just "busy until" an
 so s is exact and the new job never conflicts with a later one.
 
 *Exactness.* Take an optimal schedule S* (every option of it kept: dropping a dominated option,
-:func:`offline_candidates._filter`, keeps an optimum) and list its jobs by start time. Place them in
+:func:`formulations.offline.options.undominated`, keeps an optimum) and list its jobs by start time. Place them in
 that order: by induction each job gets a start s'_i ≤ S*_i (at every τ ≥ S*_i a placed job k active in
 the partial schedule started at s'_k ≤ S*_k ≤ S*_i ≤ τ and ends no later than in S*, so it is active at τ
 in S* too: what i needs from S*_i on is free). So the search reaches a schedule with every completion no
@@ -43,7 +42,7 @@ with release dates and any capacity profile (exchanging area between a higher- a
 are both released never raises it; Goemans 1997), so Σ_j w_j C_j ≥ Σ_j w_j (M_j + p_j/2). On four equal
 one-GPU jobs on two GPUs it is the optimum (6p), where the first gives 5.5p. It is computed only where the
 first does not prune; on 4-GPU queues it cuts the nodes by 5-45 % (unit weights) and 40-66 % (weights 1-4)
-and the time by 15-21 % and 42 % (docs/oracle-offline.md, follow-up 29). A partial schedule seen before (same jobs placed, same t, same free times and
+and the time by 15-21 % and 42 %. A partial schedule seen before (same jobs placed, same t, same free times and
 node usage) with no larger objective prunes too.
 
 Interference is ignored in the search (it only slows jobs, SPEC §2: the search's optimum is a valid
@@ -68,9 +67,12 @@ import numpy as np
 from jctlab.model import Instance, Schedule
 from jctlab.result import Result
 
-from . import offline_candidates as oc
-from .common import Deadline, finish, objective_weights, replay_objective, timed_schedule
-from .heuristic import realize
+from .concrete import concrete_options, job_infeasible
+from ..budget import Budget
+from ..results import result_of_schedule
+from ..schedules import objective_weights, replay_objective, timed_schedule
+from .options import EPS, Option, binding_resources, capacities
+from .retime import realize
 
 SOLVER = "bnb"
 VERSION = "1"
@@ -85,7 +87,7 @@ class Choice:
     dur: float
     gpus: tuple[int, ...]          # GPU indices
     use: tuple[float, ...]         # demand on each binding CPU/memory resource
-    option: oc.Option
+    option: Option
 
 
 def not_applicable(inst: Instance) -> str | None:
@@ -98,7 +100,7 @@ def not_applicable(inst: Instance) -> str | None:
         return "bnb needs positive job weights"
     if len(inst.jobs) > MAX_JOBS:
         return f"bnb takes at most {MAX_JOBS} jobs"
-    if not oc.concrete_options(inst)[1]:
+    if not concrete_options(inst)[1]:
         return "bnb needs every allocation enumerated (a job has too many GPU subsets)"
     return None
 
@@ -111,7 +113,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     run = Run.start(inst, hint, t0, time_limit, seed)
     if isinstance(run, Result):
         return run
-    run.resume(Deadline(time_limit, t0))
+    run.resume(Budget(time_limit, t0))
     return run.result()
 
 
@@ -132,11 +134,11 @@ class Run:
                                   "interference": "ignored in search, replayed"}
         why = not_applicable(inst)
         if why is not None:
-            return finish(inst, SOLVER, None, None, t0, SOLVER, VERSION, params, error=why)
-        concrete, _ = oc.concrete_options(inst)
-        bad = oc.job_infeasible(inst, concrete, True)
+            return result_of_schedule(inst, SOLVER, None, None, t0, SOLVER, VERSION, params, error=why)
+        concrete, _ = concrete_options(inst)
+        bad = job_infeasible(inst, concrete, True)
         if bad is not None:
-            return finish(inst, SOLVER, None, None, t0, SOLVER, VERSION,
+            return result_of_schedule(inst, SOLVER, None, None, t0, SOLVER, VERSION,
                           {**params, "reason": f"job {inst.jobs[bad].name} fits no allocation"}, infeasible=True)
         w = objective_weights(inst)
         offset = sum(wj * job.arrival for wj, job in zip(w, inst.jobs))
@@ -154,7 +156,7 @@ class Run:
             self.hint, self.hint_obj = sched, obj
             self.search.value = min(self.search.value, (obj + self.offset) * (1 + 1e-12))
 
-    def resume(self, dl: Deadline) -> bool:
+    def resume(self, dl: Budget) -> bool:
         """Search until done (True) or ``dl`` expires (False)."""
         self.done = self.search.resume(dl)
         return self.done
@@ -167,7 +169,7 @@ class Run:
         if s.best is None:   # nothing below the hint's objective (or no time): the hint
             proven = self.done and self.hint_obj is not None
             bound = self.hint_obj if proven else s.root_bound - self.offset
-            return finish(self.inst, SOLVER, self.hint if self.hint_obj is not None else None, bound, self.t0,
+            return result_of_schedule(self.inst, SOLVER, self.hint if self.hint_obj is not None else None, bound, self.t0,
                           SOLVER, VERSION, params)
         starts = [st for st, _ in s.best]
         allocs = [o.alloc for _, o in s.best]
@@ -175,7 +177,7 @@ class Run:
             order = sorted(range(len(starts)), key=lambda j: (starts[j], j))
             starts = realize(self.inst, order, allocs, planned=starts) or starts
         bound = s.value - self.offset if self.done else s.root_bound - self.offset
-        return finish(self.inst, SOLVER, timed_schedule(self.inst, starts, allocs, SOLVER), bound, self.t0, SOLVER,
+        return result_of_schedule(self.inst, SOLVER, timed_schedule(self.inst, starts, allocs, SOLVER), bound, self.t0, SOLVER,
                       VERSION, params)
 
 
@@ -224,10 +226,10 @@ class Front:
 class Search:
     """The depth-first search over start-ordered list schedules (module docstring)."""
 
-    def __init__(self, inst: Instance, concrete: list[list[oc.Option]]) -> None:
-        cap = oc.capacities(inst)
-        self.bind = sorted(oc.binding_resources(inst, concrete))
-        self.cap = [cap[b] + oc.EPS * max(1.0, cap[b]) for b in self.bind]   # as oc.fits_alone
+    def __init__(self, inst: Instance, concrete: list[list[Option]]) -> None:
+        cap = capacities(inst)
+        self.bind = sorted(binding_resources(inst, concrete))
+        self.cap = [cap[b] + EPS * max(1.0, cap[b]) for b in self.bind]   # as fits_alone
         index = {g.id: i for i, g in enumerate(inst.cluster.gpus)}
         self.choices = [sorted((Choice(o.dur, tuple(index[g] for g in o.alloc.gpus),
                                        tuple(float(o.demand.get(b, 0.0)) for b in self.bind), o) for o in ol),
@@ -239,7 +241,7 @@ class Search:
         self.pmin = [cl[0].dur for cl in self.choices]
         self.free = [0.0] * len(index)
         self.running: list[tuple[float, tuple[float, ...]]] = []   # (end, use) of jobs holding CPUs/memory
-        self.best: list[tuple[float, oc.Option]] | None = None
+        self.best: list[tuple[float, Option]] | None = None
         self.value = math.inf     # the incumbent's search value Σ w_j C_j (or an upper bound)
         self.root_bound = -math.inf
         self.nodes = 0
@@ -248,7 +250,7 @@ class Search:
         self.left = set(range(len(inst.jobs)))
         self._stack: list[Frame] | None = None
 
-    def resume(self, dl: Deadline) -> bool:
+    def resume(self, dl: Budget) -> bool:
         """Search (from where it stopped) until done (True) or ``dl`` expires (False)."""
         if self._stack is None:   # the root
             self._stack = []

@@ -1,6 +1,6 @@
 """CP-SAT model of the static class: set packing over candidate allocations.
 
-One Boolean per candidate (:mod:`formulations.common`: count vectors over classes of identical GPUs,
+One Boolean per candidate (:mod:`formulations.static.candidates`: count vectors over classes of identical GPUs,
 so identical GPUs are never distinguished), ``ExactlyOne`` per job, a capacity row per GPU class
 (and per node / GPU type when relaxed candidates exist), node CPU and memory rows where they can
 bind. Costs are ``weight × duration`` scaled to integers by rounding down (bound stays valid);
@@ -23,10 +23,16 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+import ortools
+from ortools.sat.python import cp_model
+
 from jctlab.model import Instance, Schedule
 from jctlab.result import Result
 
-from .common import BackendAnswer, Deadline, PackingModel, Row, integer_costs, solve_static
+from ..budget import Budget
+from .milp import highs_backend
+from .packing import BackendAnswer, PackingModel, Row, integer_costs
+from .pipeline import StaticParams, solve_static
 
 SOLVER = "cpsat"
 
@@ -35,8 +41,6 @@ SMALL_PORTFOLIO = ("max_lp", "default_lp", "core", "quick_restart", "no_lp", "re
 
 
 def _version() -> str:
-    import ortools
-
     return f"ortools {ortools.__version__}"
 
 
@@ -51,11 +55,9 @@ def integer_row(row: Row) -> tuple[list[int], int, bool]:
 
 
 def backend(threads: int, seed: int, params: dict[str, Any]):
-    """A back end for :func:`formulations.common.solve_static`."""
+    """A back end for :func:`formulations.static.pipeline.solve_static`."""
 
-    def run(model: PackingModel, hint_cols: Sequence[int | None] | None, dl: Deadline) -> BackendAnswer:
-        from ortools.sat.python import cp_model
-
+    def run(model: PackingModel, hint_cols: Sequence[int | None] | None, dl: Budget) -> BackendAnswer:
         m = cp_model.CpModel()
         z = [m.NewBoolVar(f"z{i}") for i in range(len(model.cols))]
         for g in model.groups:
@@ -113,18 +115,18 @@ def backend(threads: int, seed: int, params: dict[str, Any]):
 
 def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, seed: int = 0,
           hint: Schedule | None = None, warm: bool = True, reduce: bool = True, primal: bool = True,
-          **cpsat_params: Any) -> Result:
-    """Solve a static instance with CP-SAT (``cpsat_params`` are raw CP-SAT parameters; ``reduce``:
-    LP reduced-cost filtering of large models first, see :func:`formulations.common.solve_static`;
+          sat_params: dict[str, Any] | None = None, params: StaticParams = StaticParams()) -> Result:
+    """Solve a static instance with CP-SAT (``sat_params``: raw CP-SAT parameters; ``reduce``: LP
+    reduced-cost filtering of large models first, see :func:`formulations.static.pipeline.solve_static`;
     ``primal``: in that filtering, HiGHS first finds an upper bound on the smallest column set — only
-    its solution is used (as UB and hint), the optimality proof and every bound come from CP-SAT)."""
-    params = {"backend": "cpsat", **cpsat_params}
+    its solution is used (as UB and hint), the optimality proof and every bound come from CP-SAT;
+    ``params``: the pipeline's knobs)."""
+    sat_params = dict(sat_params or {})
+    info = {"backend": "cpsat", **sat_params}
     prim = None
     if primal:
-        from .static_milp import highs_backend
-
         prim = highs_backend(threads, seed)
-        params["primal"] = "highs"
-    return solve_static(inst, SOLVER, backend(threads, seed, cpsat_params), time_limit=time_limit, threads=threads,
-                        seed=seed, hint=hint, warm=warm, solver=SOLVER, version=_version(), params=params,
-                        reduce=reduce, primal=prim)
+        info["primal"] = "highs"
+    return solve_static(inst, SOLVER, backend(threads, seed, sat_params), time_limit=time_limit, threads=threads,
+                        seed=seed, hint=hint, warm=warm, solver=SOLVER, version=_version(), params=info,
+                        reduce=reduce, primal=prim, settings=params)

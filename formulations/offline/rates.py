@@ -1,6 +1,6 @@
 """Rate bands and GPU literals: the speed a relaxed spread job really gets from the GPUs it holds.
 
-A relaxed spread pattern (:func:`offline_candidates.spread_pattern_options`) takes the best c_g GPUs of
+A relaxed spread pattern (:func:`formulations.offline.classes.spread_pattern_options`) takes the best c_g GPUs of
 each node group for its duration, whoever holds them. For a job j with such options, weigh every GPU g
 by j's rate on it, ρ_j(g) (0 where j cannot run). Job j's duration on a spread allocation A of n GPUs
 with rate sum σ(A) = Σ_{g∈A} ρ_j(g) is at least D(σ) = iterations · (batch / σ + comm_lb(n)) · penalty /
@@ -18,7 +18,7 @@ the band that holds σ(A) (no longer than A, and its two rate rows hold: Σ⌈·
 real time stay disjoint). So the model stays a relaxation, j's GPU occupancy is exact, and only its
 duration is relaxed, to its band's: exact for an allocation whose rate sum is a threshold (minus ``EPS``).
 ``EPS`` exceeds the rounding slack (≤ one unit per GPU), so a faster band cannot take an incumbent's GPUs.
-The thresholds come in rounds (``offline_cpsat.rate_rounds``, :func:`next_thresholds`): the incumbents'
+The thresholds come in rounds (:func:`formulations.offline.cpsat_phases.rate_rounds`, :func:`next_thresholds`): the incumbents'
 rate sums, the model solution's own GPUs (relaxed jobs without literals placed around its concrete sets),
 and the middle of each band it chose; and dense ones in the incumbent's own pattern (:func:`fine_thresholds`),
 where a better schedule often differs only in which GPUs of the same nodes it takes.
@@ -26,7 +26,7 @@ where a better schedule often differs only in which GPUs of the same nodes it ta
 Measured against *rate capacities* (one cumulative per node of j's rate sum there and the weights the
 others hold, which these literals replaced: where a spread job's nodes had more free GPUs than it took,
 they let it claim the rate of GPUs it did not hold): spread-heavy instances, 32 GPUs / 20 jobs, 30 s, 0/4
-proven, 0.26 % mean certified gap → 3/4, 0.01 % (docs/oracle-offline.md, follow-up 32).
+proven, 0.26 % mean certified gap → 3/4, 0.01 %.
 """
 
 from __future__ import annotations
@@ -38,21 +38,22 @@ from ortools.sat.python import cp_model
 
 from jctlab.model import Instance, Schedule
 
-from . import offline_candidates as oc
+from .durations import comm_lb
+from .options import Option, hostable, max_speedup, rho, single_node
 
 SCALE = 1_000_000      # rate units per sample/s
 EPS = 64 / SCALE       # thresholds sit this far above an incumbent's rate sum (> the rounding slack)
 FINE_BANDS = 64       # dense bands of one pattern at most (fine_thresholds) ...
 FINE_JOBS = 2         # ... and none where more spread jobs than this would get them (spread-heavy instances,
-#                       32 GPUs / 20 jobs, 30 s: 1/4 proven with them, 3/4 without; follow-up 36)
+#                       32 GPUs / 20 jobs, 30 s: 1/4 proven with them, 3/4 without)
 MIN_BAND_S = 1e-3      # a band whose durations differ by less is not split further
 
 
-def _is_pattern(o: oc.Option) -> bool:
+def _is_pattern(o: Option) -> bool:
     return o.cls is not None and o.cls[0] == "spread" and len(o.cls) > 3
 
 
-def need(o: oc.Option) -> int | None:
+def need(o: Option) -> int | None:
     """A rate band's least scaled rate sum, None for other options."""
     return o.cls[4] if o.cls is not None and len(o.cls) > 4 else None
 
@@ -60,21 +61,21 @@ def need(o: oc.Option) -> int | None:
 def eligible(inst: Instance, j: int) -> bool:
     job = inst.jobs[j]
     return (inst.cluster.split == "proportional" and not any(job.measured.values())
-            and not any(math.isinf(oc.rho(job, g)) for g in oc.hostable(inst, job)))
+            and not any(math.isinf(rho(job, g)) for g in hostable(inst, job)))
 
 
 def weights(inst: Instance, j: int) -> dict:
     """GPU id → job j's rate on it (0 where it cannot run)."""
     job = inst.jobs[j]
-    return {g.id: (oc.rho(job, g) if job.can_use(g.type) else 0.0) for g in inst.cluster.gpus}
+    return {g.id: (rho(job, g) if job.can_use(g.type) else 0.0) for g in inst.cluster.gpus}
 
 
 def rate_lb(inst: Instance, j: int, n: int, sigma: float) -> float:
     """D(σ): a lower bound on the duration of every spread allocation of n GPUs with rate sum ≤ σ."""
     cl = inst.cluster
     job = inst.jobs[j]
-    step = job.batch / sigma + oc._comm_lb(job, n, cl.inter_node_gbps)
-    return job.iterations * step * cl.locality_penalty / oc.max_speedup(job)
+    step = job.batch / sigma + comm_lb(job, n, cl.inter_node_gbps)
+    return job.iterations * step * cl.locality_penalty / max_speedup(job)
 
 
 def rate_sum(inst: Instance, j: int, gpus) -> float:
@@ -84,7 +85,7 @@ def rate_sum(inst: Instance, j: int, gpus) -> float:
 
 
 def _spread(alloc) -> bool:
-    return oc._single_node(alloc) is None
+    return single_node(alloc) is None
 
 
 def _spread_segments(inst: Instance, sched: Schedule | None):
@@ -136,24 +137,24 @@ def rate_at(inst: Instance, j: int, n: int, dur: float) -> float:
     """The rate sum σ with D(σ) = ``dur`` (:func:`rate_lb` inverted; inf where ``dur`` is at or below D(∞))."""
     cl = inst.cluster
     job = inst.jobs[j]
-    per_step = dur * oc.max_speedup(job) / (job.iterations * cl.locality_penalty) - oc._comm_lb(
+    per_step = dur * max_speedup(job) / (job.iterations * cl.locality_penalty) - comm_lb(
         job, n, cl.inter_node_gbps)
     return job.batch / per_step if per_step > 0 else math.inf
 
 
-def fine_thresholds(inst: Instance, opts, sched: Schedule | None, step_s: float) -> dict:
+def fine_thresholds(inst: Instance, opts, sched: Schedule | None, step_s: float, max_jobs: int = FINE_JOBS) -> dict:
     """Dense thresholds for the patterns that ``sched``'s spread jobs run in: from each one's rate sum up to
     its pattern's top, so that D drops by at most ``step_s`` within a band (at most ``FINE_BANDS`` bands, else
-    wider ones; nothing where ``sched`` spreads more than ``FINE_JOBS`` jobs). {(job, pattern groups): rate sums},
+    wider ones; nothing where ``sched`` spreads more than ``max_jobs`` jobs). {(job, pattern groups): rate sums},
     for :func:`banded`'s ``fine``.
 
     Rate rounds from rate sums alone add a threshold or two a round, each round a new model: seed 1 of the
     30-job benchmark needed two to four (6-14 s each) after its node-exact model. Its optimum lies in the
     incumbent's pattern, 9.4 samples/s above the incumbent's rate sum; with 45 bands there (each 0.09 s
-    shorter), the first round proved it (docs/oracle-offline.md, follow-up 36)."""
+    shorter), the first round proved it."""
     out: dict = {}
     spread = [(j, alloc) for j, alloc in _spread_segments(inst, sched) if eligible(inst, j)]
-    if len(spread) > FINE_JOBS or not step_s > 0:
+    if len(spread) > max_jobs or not step_s > 0:
         return out
     for j, alloc in spread:
         gpus = set(alloc.gpus)
@@ -170,7 +171,7 @@ def fine_thresholds(inst: Instance, opts, sched: Schedule | None, step_s: float)
     return out
 
 
-def pattern_top(inst: Instance, o: oc.Option) -> float:
+def pattern_top(inst: Instance, o: Option) -> float:
     """The largest rate sum of a spread pattern: the best c_g GPUs of each group."""
     w = weights(inst, o.job)
     return sum(sum(sorted((w[g] for g in _gpus_of(inst, grp)), reverse=True)[:c]) for grp, c in o.cls[3])
@@ -189,7 +190,7 @@ def next_thresholds(inst: Instance, opts, sol, scheds, pinned: dict) -> dict:
     for j, o in pinned.items():
         if o.alloc is not None and _spread(o.alloc):
             out.setdefault(j, set()).add(rate_sum(inst, j, o.alloc.gpus))
-    for j, k in enumerate(sol["choice"]):
+    for j, k in enumerate(sol.choice):
         o = opts[j][k]
         if not _is_pattern(o) or not eligible(inst, j) or (len(o.cls) <= 5 and out.get(j)):
             continue        # an unsplit pattern: its middle only when nothing else cuts it

@@ -1,0 +1,12 @@
+"""The offline oracles (SPEC §3 offline class: non-preemptive jobs arriving over time).
+
+Data layer: :mod:`.options` (what a job may run on and what it holds), :mod:`.concrete` (enumerated
+allocations), :mod:`.durations` and :mod:`.classes` (relaxed classes with duration lower bounds),
+:mod:`.retime` (schedules from orders), :mod:`.greedy`, :mod:`.list_scheduling` and :mod:`.local_search`
+(incumbents), :mod:`.preemptive_bound`, :mod:`.time_indexed_bound`, :mod:`.latest_completions` and
+:mod:`.rates` (relaxation bounds), :mod:`.symmetry` (twin nodes).
+
+Back ends: :mod:`.cpsat` (phases in :mod:`.cpsat_phases`, model in :mod:`.cpsat_model`), :mod:`.milp`
+(model in :mod:`.milp_model`), both run by the pipeline driver of :mod:`.pipeline`; :mod:`.bnb` (exact branch
+and bound for small instances).
+"""

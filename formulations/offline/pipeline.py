@@ -1,0 +1,208 @@
+"""The offline solve as a pipeline of phases: one driver, and the phases the CP-SAT and MILP oracles share.
+
+A solve starts (:func:`start`) with what every back end needs: the concrete options (complete or
+restricted), the proven infeasibility test, the per-job bound Σ(a_j + p_j) and a greedy incumbent (and the
+caller's hint). Then :func:`run_phases` runs a list of :class:`Phase` in order. A phase reads and updates
+the :class:`State`: it may raise the bound (every bound it adds comes from a relaxation of the offline
+class, so the largest is valid), offer incumbents (replayed schedules; the best is kept), leave data for
+later phases and append records to ``params["phases"]`` (per record: the model status, bound, best
+objective and elapsed time). A phase's ``when`` says when it runs; its ``share`` is the part of the time
+it takes (its docstring says of what: the limit, or what is left). The back ends' phase lists
+(:func:`formulations.offline.cpsat.phases`, :func:`formulations.offline.milp.phases`) read top to bottom in
+the order they run; a phase is added, removed or moved in one line there.
+
+The result (:func:`finish`) is the best incumbent, its replayed objective, and the largest bound, with
+the status rule of :mod:`formulations.results`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generic, Sequence, TypeVar
+
+from jctlab.errors import InputError
+from jctlab.model import Instance, Schedule
+from jctlab.result import Result, SolveStatus
+
+from ..budget import Budget
+from ..results import NO_INCUMBENT, Incumbent, gap_open, result_of_incumbent
+from . import preemptive_bound, time_indexed_bound
+from .classes import class_options, trivial_bound
+from .concrete import ConcreteParams, concrete_options, job_infeasible, setup_until
+from .cpsat_model import NO_MODEL, ModelSolution
+from .decode import DecodeParams
+from .greedy import greedy, greedy_until
+from .local_search import SearchParams, improve
+from .options import Option, binding_resources, capacities
+
+
+@dataclass(frozen=True)
+class OfflineParams:
+    """The knobs the offline pipelines share (CP-SAT and MILP)."""
+
+    greedy_share: float = 0.05   # of the limit, at most: the greedy's dispatch rules
+    ls_share: float = 0.05       # of the limit: each list-scheduling local search (0: none)
+    queue: float = 1.05          # a schedule (or bound) above queue × Σ(a_j + p_j) means jobs queue for GPUs
+    pre_share: float = 0.15      # of the limit, at most: the preemptive LP (its refinements stop within it)
+    twins: bool = True           # order identical nodes by their first job in the relaxations (symmetry)
+    concrete: ConcreteParams = ConcreteParams()
+    search: SearchParams = SearchParams()
+    decode: DecodeParams = DecodeParams()
+
+
+@dataclass
+class State:
+    """What the phases of one offline solve share. ``model`` holds the latest model solution of the
+    phases that solve relaxations (the class and hybrid models), which later phases read."""
+
+    inst: Instance
+    budget: Budget
+    threads: int
+    seed: int
+    solver: str
+    version: str
+    params: dict[str, Any]                    # Result.params: the phases' diagnostics
+    concrete: list[list[Option]]
+    complete: bool
+    offline: OfflineParams
+    incumbent: Incumbent = NO_INCUMBENT
+    bound: float = -math.inf
+    stopped: bool = False
+    model: ModelSolution = NO_MODEL
+
+    @property
+    def time_limit(self) -> float | None:
+        return self.budget.limit
+
+    def remaining(self) -> float | None:
+        """Seconds left (None without a limit, never negative)."""
+        return self.budget.remaining()
+
+    def gap_open(self) -> bool:
+        return gap_open(self.incumbent.objective, self.bound)
+
+    def offer(self, incumbent: Incumbent) -> None:
+        """Keep ``incumbent`` when it is better than the best so far."""
+        self.incumbent = self.incumbent.better(incumbent)
+
+    def raise_bound(self, bound: float) -> None:
+        self.bound = max(self.bound, bound)
+
+    def record(self, phase: str, sol: ModelSolution = NO_MODEL) -> None:
+        """A phase record: the model's status ("-" for none), the bound and best objective so far, elapsed."""
+        self.params.setdefault("phases", []).append(
+            {"phase": phase, "status": sol.status, "bound": self.bound,
+             "objective": self.incumbent.replay.objective if self.incumbent.replay is not None else None,
+             "t": time.perf_counter() - self.budget.t0})
+
+
+S = TypeVar("S", bound=State)
+
+
+@dataclass(frozen=True)
+class Phase(Generic[S]):
+    """One step of a solve: ``run(state, share)`` when ``when(state)`` holds (always without one)."""
+
+    name: str
+    run: Callable[[S, float | None], None]
+    share: float | None = None
+    when: Callable[[S], bool] | None = field(default=None, compare=False)
+
+
+def run_phases(state: S, phases: Sequence[Phase[S]]) -> None:
+    """The driver: each phase in order, until one stops the solve."""
+    for phase in phases:
+        if state.stopped:
+            return
+        if phase.when is None or phase.when(state):
+            phase.run(state, phase.share)
+
+
+# ----------------------------------------------------------------------------- start and finish
+
+
+def check_offline(inst: Instance, who: str) -> None:
+    if inst.problem != "offline":
+        raise InputError(inst.name, "problem", f"{who} solves offline instances, got {inst.problem!r}")
+
+
+def start(inst: Instance, state_type: type[S], *, time_limit: float | None, threads: int, seed: int,
+          hint: Schedule | None, warm: bool, solver: str, version: str, params: dict[str, Any],
+          offline: OfflineParams, t0: float, **extra: Any) -> S | Result:
+    """The state every pipeline starts from, or the Result of an instance that some job cannot run on
+    (proven: no size fits its GPUs, CPUs or memory, or a complete enumeration found no option). The incumbent
+    is the greedy's (``warm``) and the hint's, the bound Σ(a_j + p_j)."""
+    concrete, complete = concrete_options(inst, offline.concrete, until=setup_until(t0, time_limit, offline.concrete))
+    bad = job_infeasible(inst, concrete, complete)
+    if bad is not None:
+        return Result(None, None, None, SolveStatus.INFEASIBLE, time.perf_counter() - t0, solver, version,
+                      {**params, "reason": f"job {inst.jobs[bad].name} fits no allocation"})
+    state = state_type(inst=inst, budget=Budget(time_limit, t0), threads=threads, seed=seed, solver=solver,
+                       version=version, params=params, concrete=concrete, complete=complete, offline=offline,
+                       **extra)
+    state.bound = trivial_bound(inst)
+    if warm:
+        state.incumbent = greedy(inst, solver, greedy_until(t0, time_limit, offline.greedy_share))
+    if hint is not None:
+        state.offer(Incumbent.of(inst, hint))
+    return state
+
+
+def finish(state: State) -> Result:
+    return result_of_incumbent(state.incumbent, state.bound, state.budget.t0, state.solver, state.version,
+                               state.params)
+
+
+# ----------------------------------------------------------------------------- shared phases and helpers
+
+
+def stop_without_time(state: State, _share: float | None = None) -> None:
+    """The incumbent and the bounds took the limit (a large instance at a short limit): no model."""
+    if state.time_limit is not None and state.remaining() <= 0:
+        state.params["model"] = "none (no time left)"
+        state.stopped = True
+
+
+def queued(inst: Instance, objective: float, queue: float) -> bool:
+    """Jobs wait for GPUs (a queue): ``objective`` (a schedule's, or a bound) is above ``queue`` ×
+    Σ(a_j + p_j). There the job-level models' bounds stay near Σ(a_j + p_j) and their first incumbents
+    are poor: the LP bounds and list scheduling do the work."""
+    return objective > queue * trivial_bound(inst)
+
+
+def preemptive_lb(inst: Instance, time_left: float | None, time_limit: float | None = None, threads: int = 1,
+                  share: float = OfflineParams.pre_share) -> float:
+    """The preemptive LP bound (:mod:`formulations.offline.preemptive_bound`) within ``time_left``, and at most
+    ``share`` of ``time_limit`` when given; −inf if it fails: it is an extra, the other bounds stay valid."""
+    if time_left is not None and time_limit is not None:
+        time_left = min(time_left, share * time_limit)
+    try:
+        return preemptive_bound.lower_bound(inst, time_limit=time_left, threads=threads)
+    except Exception:
+        return -math.inf
+
+
+def time_indexed_lb(inst: Instance, opts: list[list[Option]], res: set, best: Incumbent,
+                    time_limit: float | None) -> float:
+    """The time-indexed LP bound of the option model ``opts`` (:mod:`formulations.offline.time_indexed_bound`)
+    with the incumbent ``best`` for its horizon and slots (most of them before its last completion); −inf when
+    not solved in ``time_limit``."""
+    last = max(best.replay.completion.values()) if best.replay is not None and best.replay.completion else None
+    return time_indexed_bound.lower_bound(inst, opts, res, incumbent=best.objective, time_limit=time_limit,
+                                          focus=last)
+
+
+def class_resources(inst: Instance, levels: bool = False) -> set:
+    """The capacities of a class model: node and cluster GPU counts, node-group cumulatives (no GPU identity),
+    and the node CPUs/memory that class options can overload (parameter servers kept on the node, CPU/memory
+    levels when the classes are split by ``levels``)."""
+    return {r for r in capacities(inst) if r[0] in ("n", "all", "set")} | binding_resources(
+        inst, class_options(inst, levels))
+
+
+def local_search(state: State, opts: list[list[Option]], share: float, seed: int, extra: list | None = None) -> None:
+    """List-scheduling local search from the incumbent (:func:`formulations.offline.local_search.improve`)."""
+    state.offer(improve(state.inst, opts, state.incumbent, state.budget, share, seed, state.solver, extra,
+                        state.offline.search))

@@ -1,0 +1,104 @@
+"""The import structure: no cycles between modules, and the package layers in one direction.
+
+Read from the sources (module-level imports, and imports inside functions too: an import moved into a
+function to break a cycle is still a cycle). Layers: the core (``jctlab``) imports none of the other packages;
+``matching`` does not import ``samplers``; ``formulations`` does not import ``oracle``; no package imports a
+private name (``_x``) of another.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("jctlab", "formulations", "oracle", "matching", "samplers", "baselines", "rl", "evaluation", "live")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = path
+    return out
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> list[tuple[str, list[str], bool]]:
+    """(imported module, names taken from it, inside a function) of every import of a module."""
+    tree = ast.parse(path.read_text())
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    in_function = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            in_function.update(id(n) for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom)))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(a.name, [], id(node) in in_function) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")
+                up = up[:len(up) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            names = [a.name for a in node.names]
+            # "from pkg import module" imports the module
+            subs = [f"{base}.{n}" for n in names if f"{base}.{n}" in modules]
+            out += [(s, [], id(node) in in_function) for s in subs] or [(base, names, id(node) in in_function)]
+    return [(m, names, f) for m, names, f in out if m.split(".")[0] in PACKAGES]
+
+
+def _graph():
+    modules = _modules()
+    graph = {}
+    for name, path in modules.items():
+        graph[name] = _imports(name, path, modules)
+    return modules, graph
+
+
+def test_no_import_cycles():
+    modules, graph = _graph()
+    edges = {m: {t for t, _, _ in imps if t in modules and t != m} for m, imps in graph.items()}
+    index, low, stack, on, cycles = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    assert cycles == []
+
+
+def test_layers_and_private_names():
+    _, graph = _graph()
+    forbidden = {"jctlab": set(PACKAGES) - {"jctlab"}, "matching": {"samplers"}, "formulations": {"oracle"}}
+    for m, imps in graph.items():
+        pkg = m.split(".")[0]
+        for target, names, _ in imps:
+            tpkg = target.split(".")[0]
+            assert tpkg not in forbidden.get(pkg, ()), (m, target)
+            if tpkg != pkg:
+                private = [n for n in names if n.startswith("_") and not n.endswith("__")]   # dunders are public
+                assert not private, (m, target, private)

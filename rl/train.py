@@ -23,7 +23,7 @@ import numpy as np
 
 from jctlab.errors import InputError
 
-from . import bc
+from . import bc, mappo
 from .envs import generator_source
 from .hrl import train_hrl
 from .ppo import Args, env_config, train
@@ -63,6 +63,9 @@ def _generator(spec: str):
 def run(a: argparse.Namespace) -> int:
     if a.steps < 0 or a.bc_epochs < 0:
         raise InputError("command line", "--steps/--bc-epochs", "must be >= 0")
+    if a.policy == "maifs":
+        return mappo.run(a)
+    a.suite = a.suite or "small,queue"
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     args = Args(policy=a.policy, suite=a.suite, steps=a.steps, seed=a.seed, out=str(out), threads=a.threads,
@@ -86,8 +89,9 @@ def run(a: argparse.Namespace) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("train", help="train a learned policy (behaviour cloning from the oracles, then PPO)")
-    p.add_argument("--policy", required=True, choices=["ppo", "hrl"])
-    p.add_argument("--suite", default="small,queue", help="training families of rl.suites (seeds < 10,000)")
+    p.add_argument("--policy", required=True, choices=["ppo", "hrl", "maifs"])
+    p.add_argument("--suite", default=None, help="training families (seeds < 10,000): of rl.suites for ppo/hrl "
+                   "(default small,queue), of rl.maifs_workloads for maifs (default: all four)")
     p.add_argument("--generator", default=None, help="instead of --suite: offline_instance key=value,... (a/b: drawn)")
     p.add_argument("--problem", default="offline", choices=["offline", "preemptive"])
     p.add_argument("--steps", type=int, default=20_000, help="PPO budget in environment steps")

@@ -46,7 +46,7 @@ from .maifs_workloads import DEV_SEED, FAMILIES, TRAIN_FAMILIES, family, trainin
 from .marl_env import MaifsParallelEnv
 from .marl_nets import MaifsNet, batch_obs, entropy, joint_log_prob
 from .marl_observe import MarlConfig
-from .ppo import CsvLog, gae, load_checkpoint, normalized, optimize, seed_everything
+from .ppo import CsvLog, gae, load_checkpoint, normalized, optimize, resume_from, seed_everything
 
 COORD_FIELDS = ("claims", "conflicts") + OUTCOMES + ("recruited", "groups")
 
@@ -285,11 +285,7 @@ def train(a: Args, source=None, progress: bool = True) -> Path:
     update, global_step = 0, 0
     ckpt = out / "last.pt"
     if a.resume and ckpt.exists():
-        st = load_checkpoint(ckpt)
-        net.load_state_dict(st["model"])
-        opt.load_state_dict(st["optimizer"])
-        update, global_step = st["update"], st["global_step"]
-        torch.set_rng_state(st["torch_rng"])
+        update, global_step = resume_from(ckpt, net, opt)
     elif init.exists():
         net.load_state_dict(load_checkpoint(init)["model"])
     source = source or training_source(a.suite)

@@ -11,7 +11,8 @@ batched forward pass (each agent's policy head, agents exchanging embeddings thr
 agent's most probable valid claim (``deterministic``; false samples with the policy's seed), the claims
 resolved over the coordination graph (:mod:`rl.coordination`) and applied at once through ``sim.apply``;
 then again at the same instant until a step starts nothing. ``latencies`` keeps the wall time of each step
-(observations of every agent, the forward pass, the resolution), ``coordination`` the summed counts of
+(observations of every agent, the forward pass, the resolution), ``cpu_latencies`` its CPU time in this thread
+(what a loaded machine's wall time overstates), ``coordination`` the summed counts of
 the graph (conflicts, outcomes, edges). Durations are seen on the trained time scale stretched by the
 arrived jobs' median run time over one hour (the lesson of ``hrl`` on Philly's days-long jobs, taken over
 before measuring this policy there).
@@ -58,13 +59,14 @@ class MaifsPolicy:
         self.trained_scale = cfg.time_scale
         self.auto_scale = auto_scale
         self.latencies: list[float] = []
+        self.cpu_latencies: list[float] = []
         self.coordination: dict[str, int] = {}
 
     def decide(self, sim: Simulator):
         if self.auto_scale and sim.arrived:
             self.cfg = replace(self.cfg, time_scale=self._scale(sim))
         for _ in range(4 * len(self.inst.jobs) + 8):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             d = MarlDecision(sim, self.info, self.cfg)
             if d.only_noop:
                 return []
@@ -72,6 +74,7 @@ class MaifsPolicy:
             claims = [coordination.Claim(a, o) for a, act in enumerate(acts) if (o := d.option(a, int(act))) is not None]
             res = coordination.resolve(sim, self.info, claims)
             self.latencies.append(time.perf_counter() - t0)
+            self.cpu_latencies.append(time.thread_time() - c0)
             for k, v in res.counts().items():
                 self.coordination[k] = self.coordination.get(k, 0) + v
             if not res.starts:

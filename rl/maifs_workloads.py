@@ -156,12 +156,13 @@ class MaifsFamily:
     gpus_per_node: int = 4
     fixed: dict[str, Any] = field(default_factory=dict)
 
-    def make(self, seed: int, scale: int = 1) -> Instance:
-        """The family's instance of ``seed``; ``scale`` multiplies its nodes and jobs (the same load)."""
+    def make(self, seed: int, scale: int = 1, **overrides: Any) -> Instance:
+        """The family's instance of ``seed``; ``scale`` multiplies its nodes and jobs (the same load);
+        ``overrides`` replace the family's fixed :func:`synergy_instance` arguments."""
         rng = np.random.default_rng([seed, 4700])
         n = int(self.nodes[rng.integers(len(self.nodes))]) * scale
         j = int(self.jobs[rng.integers(len(self.jobs))]) * scale
-        kw = dict(self.fixed)
+        kw = dict(self.fixed, **overrides)
         if "interarrival_s" in kw:
             kw["interarrival_s"] = kw["interarrival_s"] / scale
         return synergy_instance(gpus=n * self.gpus_per_node, nodes=n, jobs=j, seed=seed,
@@ -180,6 +181,10 @@ FAMILIES = {
     # Alibaba PAI machine shapes (8-GPU V100 with 96 CPUs, 2-GPU P100 with 64 CPUs)
     "syn-pai": MaifsFamily("syn-pai", (2, 3, 4), (12, 16), gpus_per_node=4,
                            fixed=dict(cluster="pai", interarrival_s=300.0)),
+    # evaluation only: syn-small without interference (the oracle relaxes interference, so it proves optima
+    # only where no two jobs would share a node; without it many of these instances are proven)
+    "syn-proof": MaifsFamily("syn-proof", (2,), (5, 6, 7),
+                             fixed=dict(interarrival_s=900.0, duration_h=(0.2, 1.5), interference_scale=0.0)),
 }
 TRAIN_FAMILIES = "syn-small,syn-queue,syn-mixed,syn-pai"
 
@@ -211,10 +216,10 @@ def training_source(names: str = TRAIN_FAMILIES):
     return source
 
 
-def suite_instance(family_name: str, seed: int, name: str | None = None, scale: int = 1) -> Instance:
+def suite_instance(family_name: str, seed: int, name: str | None = None, scale: int = 1, **overrides: Any) -> Instance:
     """The evaluation-suite generator: ``family_name``'s instance of ``seed`` (>= 10,000), its nodes and jobs
-    multiplied by ``scale``, named ``name``."""
+    multiplied by ``scale``, ``overrides`` replacing the family's fixed arguments, named ``name``."""
     if seed < EVAL_SEED:
         raise InputError("seed", "", f"evaluation instances have seeds >= {EVAL_SEED}, got {seed}")
-    inst = family(family_name).make(seed, scale)
+    inst = family(family_name).make(seed, scale, **overrides)
     return inst if name is None else inst.replace_jobs(inst.jobs, name=name)

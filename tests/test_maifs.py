@@ -22,6 +22,7 @@ from jctlab.registry import policy_factory
 from jctlab.replay import replay
 from jctlab.simulate import simulate
 from rl.coordination import DEFERRED, GRANTED, JOINT, LOST_JOB, OUTCOMES, Claim, resolve
+from rl.maifs_policy import shipped
 from rl.maifs_workloads import family_instances, synergy_instance, training_source
 from rl.mappo import Args, train
 from rl.marl_env import MaifsParallelEnv
@@ -236,10 +237,7 @@ def test_cli_trains_and_simulates_with_and_without_tables(tmp_path):
 
 @pytest.mark.parametrize("name", ["maifs", "maifs-greedy"])
 def test_policies_run_on_node_groups_and_stay_valid(name):
-    from rl.maifs_policy import shipped
-
-    if name == "maifs" and not shipped().exists():
-        pytest.skip("checkpoint not shipped")
+    assert shipped().exists()                                   # the shipped checkpoint is package data
     inst = synergy_instance(gpus=80, nodes=20, jobs=30, seed=12, interarrival_s=60)      # 20 nodes: 16 agents
     pol = policy_factory(name)(inst)
     sched, rep = simulate(inst, pol)

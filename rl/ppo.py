@@ -215,6 +215,16 @@ def load_checkpoint(path: str | Path) -> dict:
     return torch.load(path, map_location="cpu", weights_only=False)
 
 
+def resume_from(path: Path, net, opt) -> tuple[int, int]:
+    """Load a run's ``last.pt`` into ``net`` and ``opt`` and restore torch's RNG state (so that a killed run
+    resumed with the same arguments ends with the same weights); its update and step counts."""
+    st = load_checkpoint(path)
+    net.load_state_dict(st["model"])
+    opt.load_state_dict(st["optimizer"])
+    torch.set_rng_state(st["torch_rng"])
+    return st["update"], st["global_step"]
+
+
 def build_net(policy: str, cfg: EnvConfig, hidden: int):
     return NETS[policy](cfg, hidden)
 
@@ -247,11 +257,7 @@ def train(a: Args, source=None, update_fn: Callable | None = None) -> Path:
     update, global_step = 0, 0
     ckpt = out / "last.pt"
     if a.resume and ckpt.exists():
-        st = load_checkpoint(ckpt)
-        net.load_state_dict(st["model"])
-        opt.load_state_dict(st["optimizer"])
-        update, global_step = st["update"], st["global_step"]
-        torch.set_rng_state(st["torch_rng"])
+        update, global_step = resume_from(ckpt, net, opt)
     elif a.init:
         net.load_state_dict(load_checkpoint(a.init)["model"])
     source = source or training_source(a.suite, a.problem)

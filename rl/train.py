@@ -25,7 +25,7 @@ from jctlab import argtypes as T
 from jctlab import limits as L
 from jctlab.errors import InputError
 
-from . import bc
+from . import bc, mappo
 from .envs import generator_source
 from .hrl import train_hrl
 from .observe import EnvConfig
@@ -98,6 +98,9 @@ def _generator(spec: str):
 def run(a: argparse.Namespace) -> int:
     if a.steps == 0 and a.bc_epochs == 0:
         raise InputError("command line", "--steps/--bc-epochs", "both 0: nothing to train")
+    if a.policy == "maifs":
+        return mappo.run(a)
+    a.suite = a.suite or "small,queue"
     if a.bc_first_seed + a.bc_instances > EVAL_SEED:
         raise InputError("command line", "--bc-first-seed", f"demonstrations use training seeds: "
                          f"{a.bc_first_seed} + {a.bc_instances} instances passes {EVAL_SEED}")
@@ -128,9 +131,9 @@ def run(a: argparse.Namespace) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("train", help="train a learned policy (behaviour cloning from the oracles, then PPO)")
-    p.add_argument("--policy", required=True, choices=["ppo", "hrl"])
-    p.add_argument("--suite", type=_families, default="small,queue",
-                   help="training families of rl.suites (seeds < 10,000)")
+    p.add_argument("--policy", required=True, choices=["ppo", "hrl", "maifs"])
+    p.add_argument("--suite", type=_families, default=None, help="training families (seeds < 10,000): of rl.suites "
+                   "for ppo/hrl (default small,queue), of rl.maifs_workloads for maifs (default: all four)")
     p.add_argument("--generator", type=T.text, default=None,
                    help="instead of --suite: offline_instance key=value,... (a/b: drawn)")
     p.add_argument("--problem", default="offline", choices=["offline", "preemptive"])

@@ -37,7 +37,7 @@ from gymnasium import spaces
 from jctlab.metrics import ReferenceDurations, strip_variability
 from jctlab.model import GPU, Cluster, Instance, Job
 from jctlab.simulate import Simulator
-from jctlab.speed import step_time_table
+from jctlab.speed_tables import step_time_table
 
 F_JOB, F_NODE, F_OPT, F_GLOB = 18, 17, 19, 8
 MAX_TYPES = 4          # per-type features (cluster types in name order, more folded into the last)

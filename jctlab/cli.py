@@ -181,7 +181,13 @@ def cmd_make_instance(a: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- parser
 
 
-def build_parser() -> argparse.ArgumentParser:
+#: the verbs this module defines; the rest come from ``jctlab.commands`` plug-ins
+CORE_VERBS = ("replay", "schema", "solve", "simulate", "make-instance")
+
+
+def build_parser(plugins: bool = True) -> argparse.ArgumentParser:
+    """The command line; ``plugins=False`` leaves out the verbs of ``jctlab.commands`` plug-ins, whose
+    modules import pandas, torch or the solvers (a core verb pays none of that at start-up)."""
     p = _Parser(prog="jctlab", description="Exact and certified-bounded JCT references for DL cluster schedulers.")
     p.add_argument("--version", action="version", version=f"jctlab {__version__}")
     sub = p.add_subparsers(dest="verb", required=True, parser_class=_Parser)
@@ -228,8 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
         kp.add_argument("--out", required=True, type=T.out_path, help="instance file to write")
         kp.set_defaults(func=cmd_make_instance, kind_obj=kind)
 
-    for name in registry.names("jctlab.commands"):
-        registry.load("jctlab.commands", name)(sub)
+    if plugins:
+        for name in registry.names("jctlab.commands"):
+            registry.load("jctlab.commands", name)(sub)
     return p
 
 
@@ -252,7 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _log_to_stderr()
     try:
-        parser = build_parser()
+        verb = next((x for x in argv if not x.startswith("-")), None)
+        parser = build_parser(plugins=verb not in CORE_VERBS)
         a, extra = parser.parse_known_args(argv)
         if extra and not getattr(a, "takes_extra", False):
             raise InputError("command line", extra[0], "unrecognized argument")

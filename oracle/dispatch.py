@@ -6,8 +6,12 @@ class      cpsat / milp / milp-cbc                 brute / bnb / auto
 static     formulations.static.cpsat / .milp       formulations.brute / (error) / oracle.portfolio
 offline    formulations.offline.cpsat / .milp      formulations.brute / formulations.offline.bnb /
                                                    oracle.portfolio
-preemptive formulations.offline.preemptive_bound   (error) / (error) / preemptive_bound
+preemptive oracle.preemptive                       (error) / (error) / oracle.preemptive
 ========== ======================================= =================================================
+
+``cpsat``, ``milp``, ``milp-cbc`` and ``auto`` first try the exact polynomial special cases
+(:mod:`formulations.special`: SPT, WSPT, Horn's and Bruno-Coffman-Sethi's assignments, SRPT), which answer
+``optimal`` at once when the instance is one of them.
 
 Offline instances whose jobs fall into busy periods (the cluster can be idle before a later job arrives) are
 solved block by block with the same method (:mod:`oracle.blocks`: the bounds and schedules add up).
@@ -24,6 +28,9 @@ from jctlab.model import Instance, Schedule
 from jctlab.result import Result, SolveStatus
 
 from . import blocks
+
+#: the methods that try the textbook special cases first (brute and bnb stay independent cross-checks)
+SPECIAL_METHODS = ("cpsat", "milp", "milp-cbc", "auto")
 
 
 def error(method: str, message: str, t0: float) -> Result:
@@ -48,6 +55,16 @@ def dispatch_whole(method: str, inst: Instance, time_limit: float | None, thread
     out of the processes that use another."""
     t0 = time.perf_counter()
     p = inst.problem
+    if method in SPECIAL_METHODS:
+        from formulations.special.solve import solve as special_solve
+
+        found = special_solve(inst, method)
+        if found is not None:
+            return found
+        if p == "preemptive":
+            from . import preemptive
+
+            return preemptive.solve(method, inst, time_limit, threads, seed, hint, options, member=dispatch)
     if method == "auto":
         from .portfolio import portfolio
 

@@ -9,9 +9,10 @@ valid preemptive schedule; each is replayed on the preemptive instance and the b
 3. the round-based baselines :data:`PreemptiveParams.baselines` (``jctlab simulate``), while time is left;
 4. the caller's hint.
 
-The bound is the preemptive LP (:func:`formulations.offline.preemptive_bound.lower_bound`, valid for every
-preemptive schedule) with the time left, and on one GPU with unit weights SRPT's value, which bounds every
-preemptive schedule also when ``restart_s`` > 0 (a relaxation). Status: ``optimal`` when the best schedule
+The bound is the largest of the preemptive LP (:func:`formulations.offline.preemptive_bound.lower_bound`,
+valid for every preemptive schedule) with the time left; on one GPU with unit weights SRPT's value, which
+bounds every preemptive schedule also when ``restart_s`` > 0 (a relaxation); and the textbook optimum with
+the releases shifted to the earliest (:mod:`formulations.special.bound`). Status: ``optimal`` when the best schedule
 meets the bound, ``feasible`` otherwise (the gap is certified), ``bound_only`` without any schedule,
 ``infeasible`` when some job fits no allocation. Instances that are a textbook case (SRPT on one GPU without
 restarts, equal releases on identical GPUs) never get here: :mod:`formulations.special` solves them first.
@@ -28,6 +29,7 @@ from baselines.families import resolve
 from formulations.budget import Budget
 from formulations.offline import preemptive_bound
 from formulations.results import NO_INCUMBENT, Incumbent, result_of_incumbent
+from formulations.special.bound import release_shift_bound
 from formulations.special.recognise import Textbook, classify
 from formulations.special.solve import srpt_schedule
 from formulations.special.srpt import srpt
@@ -95,8 +97,10 @@ def solve(method: str, inst: Instance, time_limit: float | None, threads: int, s
     if math.isinf(lb):
         return Result(None, None, None, SolveStatus.INFEASIBLE, time.perf_counter() - t0, f"preemptive/{method}",
                       "", info)
-    info["bounds"] = {"preemptive-lp": lb, **({"srpt": srpt_bound} if srpt_bound > -math.inf else {})}
-    lb = max(lb, srpt_bound)
+    shift = release_shift_bound(inst)
+    info["bounds"] = {"preemptive-lp": lb, **({"srpt": srpt_bound} if srpt_bound > -math.inf else {}),
+                      **({"release-shift": shift} if shift is not None else {})}
+    lb = max(lb, srpt_bound, -math.inf if shift is None else shift)
     if not best.found:
         return Result(None, None, lb, SolveStatus.BOUND_ONLY, time.perf_counter() - t0, f"preemptive/{method}", "",
                       info)

@@ -41,9 +41,9 @@ def instance_dict(durations: list[list[float]], gpu_types: list[str], *, problem
 
 @st.composite
 def equal_release_instances(draw, kind: str, problem: str = "offline", max_jobs: int = 6, max_gpus: int = 3,
-                            weighted: bool = False) -> Instance:
+                            weighted: bool = False, spread: bool = False) -> Instance:
     """``kind``: identical (one type), uniform (each type one speed for every job), unrelated (any rates and
-    per-GPU variability). Releases all equal (a random common release)."""
+    per-GPU variability). Releases all equal (a random common release), or with ``spread`` each in [0, 60]."""
     n = draw(st.integers(1, max_jobs))
     m = 1 if weighted else draw(st.integers(1, max_gpus))
     run = st.integers(1, 40).map(float)
@@ -62,7 +62,8 @@ def equal_release_instances(draw, kind: str, problem: str = "offline", max_jobs:
         classes = [draw(st.sampled_from(["A", "B"])) for _ in range(n)]
     release = draw(st.sampled_from([0.0, 100.0]))
     weights = draw(st.lists(st.integers(1, 5).map(float), min_size=n, max_size=n)) if weighted else None
-    d = instance_dict(durations, gpu_types, problem=problem, arrivals=[release] * n, weights=weights,
+    arrivals = draw(st.lists(st.integers(0, 60).map(float), min_size=n, max_size=n)) if spread else [release] * n
+    d = instance_dict(durations, gpu_types, problem=problem, arrivals=arrivals, weights=weights,
                       objective="weighted_jct" if weighted else "mean_jct", variability=variability, classes=classes)
     return Instance.from_dict(d)
 

@@ -15,12 +15,14 @@ from formulations import brute
 from formulations.offline import cpsat as offline_cpsat
 from formulations.offline import milp as offline_milp
 from formulations.offline import preemptive_bound
+from formulations.special.bound import lifted, release_shift_bound
 from formulations.special.recognise import Textbook, classify
 from formulations.special.solve import solve as special_solve
 from jctlab.cli import main
 from jctlab.generators import offline_instance
 from jctlab.model import Instance
 from jctlab.replay import replay
+from jctlab.result import Result, SolveStatus
 
 from .special_cases import (enumerated_optimum, equal_release_instances, instance_dict, run_time_matrix,
                             spt_closed_form, unit_slot_preemptive_optimum)
@@ -192,3 +194,32 @@ def test_cli_solve_special(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["status"] == "optimal" and out["valid"]
     assert out["objective"] == pytest.approx(10 / 3, rel=REL) and math.isclose(out["lower_bound"], 10 / 3, rel_tol=1e-9)
+
+
+@settings(max_examples=15, deadline=None)
+@given(inst=st.sampled_from(["identical", "unrelated"]).flatmap(
+    lambda k: equal_release_instances(k, max_jobs=4, max_gpus=2, spread=True)))
+def test_release_shift_bound_at_most_brute_force(inst):
+    """Releases that differ: the shifted textbook optimum (and SRPT on one GPU) bounds the offline optimum, and
+    the oracle's bound is at least it."""
+    b = release_shift_bound(inst)
+    opt = brute.solve(inst).objective
+    assert b is not None and b <= opt * (1 + 1e-9)
+    r = oracle.solve(inst, "cpsat", time_limit=5)
+    assert r.lower_bound >= b * (1 - 1e-12) and r.lower_bound <= opt * (1 + 1e-9)
+    check_replayed(inst, r)
+
+
+@settings(max_examples=15, deadline=None)
+@given(inst=equal_release_instances("unrelated", max_jobs=5, max_gpus=3))
+def test_release_shift_bound_is_tight_at_equal_releases(inst):
+    assert release_shift_bound(inst) == pytest.approx(special_solve(inst).objective, rel=1e-9)
+
+
+def test_lifted_bound():
+    base = Result(None, 10.0, 8.0, SolveStatus.FEASIBLE, 1.0, "x")
+    assert lifted(base, 9.0).lower_bound == 9.0 and lifted(base, 9.0).status == "feasible"
+    assert lifted(base, 10.0).status == "optimal"
+    assert lifted(base, 7.0).lower_bound == 8.0
+    wrong = lifted(base, 11.0)      # above the replayed objective: a wrong proof, dropped
+    assert wrong.lower_bound == 8.0 and "bound_conflict" in wrong.params

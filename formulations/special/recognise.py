@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
@@ -78,7 +78,6 @@ class SpecialCase:
     base: np.ndarray | None = None        # identical / uniform: p_j (run time on a GPU with c_g = 1)
     speed: np.ndarray | None = None       # identical / uniform: c_g (1 for identical GPUs)
     deviation: float = 0.0                # δ: largest relative deviation of p from the rank-one model
-    notes: dict = field(default_factory=dict)
 
     @property
     def n(self) -> int:
@@ -95,8 +94,11 @@ def single_gpu_reason(inst: Instance) -> str | None:
     cl = inst.cluster
     if inst.objective == "makespan":
         return "makespan is not a sum objective"
+    if not inst.jobs or not cl.gpus:
+        return "no jobs or no GPUs"
+    per_type = Counter(g.type for g in cl.gpus)
     for job in inst.jobs:
-        usable = sum(1 for g in cl.gpus if job.can_use(g.type))
+        usable = sum(c for t, c in per_type.items() if job.can_use(t))
         if usable == 0:
             return f"job {job.name} fits no GPU"
         if 1 not in job.sizes or any(1 < s <= usable for s in job.sizes):

@@ -126,10 +126,14 @@ def bcs_assignment(case: SpecialCase) -> Sequenced:
     return Sequenced(order, weighted_sum(case, order), float(cost[rows, cols].sum()), "Bruno-Coffman-Sethi assignment")
 
 
-def static_assignment(case: SpecialCase) -> Sequenced:
-    """Static class: jobs to distinct GPUs, cost w_j·p_{jg}."""
+def static_assignment(case: SpecialCase) -> Sequenced | None:
+    """Static class: jobs to distinct GPUs, cost w_j·p_{jg}; None when no assignment exists (jobs that only a
+    few GPUs can host outnumber them: no static schedule, which the general oracle reports)."""
     cost = case.durations * case.weights[:, None]
-    rows, cols = linear_sum_assignment(cost)
+    try:
+        rows, cols = linear_sum_assignment(cost)
+    except ValueError:        # scipy: "cost matrix is infeasible"
+        return None
     per: list[tuple[int, ...]] = [()] * case.m
     for j, g in zip(rows, cols):
         per[g] = (int(j),)

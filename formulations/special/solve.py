@@ -65,6 +65,8 @@ def solve(inst: Instance, method: str = "special", params: SpecialParams = Speci
         schedule, total, algorithm = srpt_schedule(inst, case, s, method), s.value, "SRPT"
     else:
         seq = ALGORITHMS[case.problem](case)
+        if seq is None:
+            return None
         schedule, total, algorithm = sequenced_schedule(inst, case, seq, method), seq.bound, seq.algorithm
         if case.problem == Textbook.STATIC:      # the objective counts C_j − a_j
             total -= float((case.weights * case.releases).sum())

@@ -33,6 +33,7 @@ from formulations.special.bound import release_shift_bound
 from formulations.special.recognise import Textbook, classify
 from formulations.special.solve import srpt_schedule
 from formulations.special.srpt import srpt
+from jctlab.errors import InputError
 from jctlab.model import Instance, Schedule
 from jctlab.result import Result, SolveStatus
 from jctlab.simulate import PolicyError, simulate
@@ -88,6 +89,9 @@ def solve(method: str, inst: Instance, time_limit: float | None, threads: int, s
         try:
             sched, rep = simulate(inst, resolve(name)(inst, seed=seed), method=name)
         except PolicyError:          # the policy cannot place some job (a shape it does not handle)
+            continue
+        except InputError as e:      # the simulator refuses the rounds (too many for the horizon or restarts)
+            info["candidates"][name] = f"refused: {e.reason}"
             continue
         if rep.valid:
             consider(name, sched)

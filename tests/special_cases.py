@@ -20,9 +20,10 @@ TYPES = ("v100", "p100", "k80")
 def instance_dict(durations: list[list[float]], gpu_types: list[str], *, problem: str = "offline",
                   arrivals: list[float] | None = None, weights: list[float] | None = None,
                   objective: str = "mean_jct", gpus_per_node: int = 2, restart_s: float = 0.0,
-                  variability: list[dict[str, float]] | None = None, classes: list[str] | None = None) -> dict[str, Any]:
-    """Single-GPU jobs whose run time on a GPU of type t is ``durations[j][t index]`` (batch 1, one iteration
-    per second of run time at rate 1); GPUs ``gpu_types``, ``gpus_per_node`` to a node."""
+                  variability: list[dict[str, float]] | None = None,
+                  classes: list[str] | None = None) -> dict[str, Any]:
+    """Single-GPU jobs whose run time on a GPU of type t is ``durations[j][TYPES.index(t)]`` (0: t cannot host
+    the job); GPUs ``gpu_types``, ``gpus_per_node`` to a node."""
     n = len(durations)
     gpus = [{"type": t, **({"variability": variability[k]} if variability else {})} for k, t in enumerate(gpu_types)]
     nodes = [{"name": f"n{i}", "cpus": 8, "mem_gb": 64, "gpus": gpus[i * gpus_per_node:(i + 1) * gpus_per_node]}

@@ -6,8 +6,12 @@ class      cpsat / milp / milp-cbc                 brute / bnb / auto
 static     formulations.static.cpsat / .milp       formulations.brute / (error) / oracle.portfolio
 offline    formulations.offline.cpsat / .milp      formulations.brute / formulations.offline.bnb /
                                                    oracle.portfolio
-preemptive formulations.offline.preemptive_bound   (error) / (error) / preemptive_bound
+preemptive oracle.preemptive                       (error) / (error) / oracle.preemptive
 ========== ======================================= =================================================
+
+``cpsat``, ``milp``, ``milp-cbc`` and ``auto`` first try the exact polynomial special cases
+(:mod:`formulations.special`: SPT, WSPT, Horn's and Bruno-Coffman-Sethi's assignments, SRPT), which answer
+``optimal`` at once when the instance is one of them.
 
 Offline instances whose jobs fall into busy periods (the cluster can be idle before a later job arrives) are
 solved block by block with the same method (:mod:`oracle.blocks`: the bounds and schedules add up).
@@ -24,6 +28,9 @@ from jctlab.model import Instance, Schedule
 from jctlab.result import Result, SolveStatus
 
 from . import blocks
+
+#: the methods that try the textbook special cases first (brute and bnb stay independent cross-checks)
+SPECIAL_METHODS = ("cpsat", "milp", "milp-cbc", "auto")
 
 
 def error(method: str, message: str, t0: float) -> Result:
@@ -48,6 +55,16 @@ def dispatch_whole(method: str, inst: Instance, time_limit: float | None, thread
     out of the processes that use another."""
     t0 = time.perf_counter()
     p = inst.problem
+    if method in SPECIAL_METHODS:
+        from formulations.special.solve import solve as special_solve
+
+        found = special_solve(inst, method)
+        if found is not None:
+            return found
+        if p == "preemptive":
+            from . import preemptive
+
+            return preemptive.solve(method, inst, time_limit, threads, seed, hint, options, member=dispatch)
     if method == "auto":
         from .portfolio import portfolio
 
@@ -74,18 +91,20 @@ def dispatch_whole(method: str, inst: Instance, time_limit: float | None, thread
         return static_milp.solve(inst, time_limit=time_limit, threads=threads, seed=seed, hint=hint, backend=backend,
                                  **options)
     if p == "offline":
+        from formulations.special import bound as special_bound
+
+        # the textbook optimum with the releases shifted bounds every schedule: it lifts the back end's bound
+        shift = special_bound.release_shift_bound(inst)
+        left = None if time_limit is None else max(0.01, time_limit - (time.perf_counter() - t0))
         if method == "cpsat":
             from formulations.offline import cpsat as offline_cpsat
 
-            return offline_cpsat.solve(inst, time_limit=time_limit, threads=threads, seed=seed, hint=hint, **options)
+            r = offline_cpsat.solve(inst, time_limit=left, threads=threads, seed=seed, hint=hint, **options)
+            return special_bound.lifted(r, shift)
         from formulations.offline import milp as offline_milp
 
         backend = "highs" if method == "milp" else "cbc"
-        return offline_milp.solve(inst, time_limit=time_limit, threads=threads, seed=seed, hint=hint,
-                                  backend=backend, **options)
-    # preemptive: a lower bound only
-    from formulations.offline import preemptive_bound
-
-    lb = preemptive_bound.lower_bound(inst, time_limit, threads)
-    return Result(None, None, float(lb), SolveStatus.BOUND_ONLY, time.perf_counter() - t0,
-                  f"preemptive-bound/{method}", "", {"time_limit": time_limit, "threads": threads, "seed": seed})
+        r = offline_milp.solve(inst, time_limit=left, threads=threads, seed=seed, hint=hint, backend=backend,
+                               **options)
+        return special_bound.lifted(r, shift)
+    return error(method, f"no back end for the {p} class", t0)

@@ -12,7 +12,8 @@ an offline queue with one thread the order is reversed, HiGHS first with ``queue
 (Offline without a queue: CP-SAT with 2 threads proves what CP-SAT with 1 thread beside a HiGHS
 process does not; on a queue neither proves, and HiGHS' list-scheduling incumbents and CP-SAT's LP bounds are
 best combined.) The shared hint is the market matching (``matching.methods.matching``), else the greedy.
-Preemptive: the preemptive LP's lower bound (status ``bound_only``).
+Preemptive instances reach :mod:`oracle.preemptive` through the dispatcher (with ``auto`` as its offline
+member); called directly, the portfolio hands them to its CP-SAT member.
 
 The members are solved through a ``member`` function (:func:`oracle.dispatch.dispatch`, which the
 caller passes in: the portfolio does not import the dispatcher that imports it).

@@ -9,7 +9,16 @@ private name (``_x``) of another.
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
+
+from jctlab.generators import offline_instance
+from jctlab.policies import FifoFirstFit
+from jctlab.simulate import Simulator
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("jctlab", "formulations", "oracle", "matching", "samplers", "baselines", "rl", "evaluation", "live")
@@ -102,3 +111,23 @@ def test_layers_and_private_names():
             if tpkg != pkg:
                 private = [n for n in names if n.startswith("_") and not n.endswith("__")]   # dunders are public
                 assert not private, (m, target, private)
+
+
+HEAVY = ("numpy", "pandas", "scipy", "torch", "ortools", "pulp", "numba")
+
+
+@pytest.mark.parametrize("argv", [["replay", "{i}", "{s}"], ["schema", "instance"], ["replay", "{i}", "{s}", "--json"]])
+def test_core_verbs_import_no_numerical_library(tmp_path, argv):
+    """``replay`` and ``schema`` start without numpy, pandas, torch or a solver: neither their own modules nor
+    the ``jctlab.commands`` plug-ins (loaded only for the verbs they add) may pull one in. A fresh process,
+    since this one has them all loaded."""
+    inst = offline_instance(gpus=4, nodes=1, jobs=3, max_size=2, seed=5)
+    (tmp_path / "i.json").write_text(json.dumps(inst.to_dict()))
+    sched, _ = Simulator(inst, FifoFirstFit(inst)).run()
+    (tmp_path / "s.json").write_text(json.dumps(sched.to_dict()))
+    args = [a.format(i=tmp_path / "i.json", s=tmp_path / "s.json") for a in argv]
+    code = ("import sys\nfrom jctlab.cli import main\nrc = main(sys.argv[1:])\n"
+            f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\nsys.exit(rc)")
+    p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().splitlines()[-1] == "[]", p.stdout[-500:]

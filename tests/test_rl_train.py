@@ -196,3 +196,29 @@ def test_learned_policy_time_scale_follows_the_jobs(tmp_path):
         scales.append(pol.cfg.time_scale)
     assert scales[0] == CFG.time_scale
     assert scales[1] > 3 * CFG.time_scale
+
+
+@pytest.mark.parametrize("Net", [FlatNet, HierNet])
+def test_act_on_the_cut_tables_is_the_mode_of_the_full_distribution(Net):
+    """``net.act`` (tables cut to their rows, level 2 on the chosen shape only) picks the action the full
+    distribution's mode picks, and a sample drawn with a seeded generator is a valid action."""
+    torch.manual_seed(1)
+    big = EnvConfig(max_jobs=16, max_running=16, max_nodes=8, max_shapes=4)
+    net = Net(big, 32).eval()
+    env = SchedulingEnv(generator_source("offline", gpus=16, nodes=4, jobs=14, interarrival_s=120,
+                                         variability=0.1, locality_penalty=1.3), big)
+    rng = np.random.default_rng(0)
+    seen = 0
+    for ep in range(3):
+        obs, _ = env.reset(seed=ep)
+        done = False
+        while not done:
+            d = env.decision
+            with torch.inference_mode():
+                full = int(net.dist(to_torch([d.obs]))[0].mode()[0])
+                cut = {k: torch.from_numpy(v)[None] for k, v in d.trimmed().items()}
+                assert net.act(cut) == full
+                assert d.obs["action_mask"][net.act(cut, torch.Generator().manual_seed(ep))]
+            seen += len(d.window) < big.max_jobs
+            obs, _, done, _, _ = env.step(int(rng.choice(np.flatnonzero(obs["action_mask"]))))
+    assert seen > 0                                   # states whose tables were really cut

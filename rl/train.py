@@ -5,8 +5,9 @@
 
 Steps (each resumes after a kill; the same arguments continue where the run stopped):
 1. demonstrations: the oracle schedules shipped in ``rl/data/demos`` (``--demos`` another folder; a
-   folder without them gets solved: ``--bc-instances`` training instances, ``--bc-time-limit`` s each);
-2. behaviour cloning -> ``OUT/bc.pt`` (``--bc-epochs 0`` skips it);
+   folder without them gets solved: ``--bc-instances`` training instances, ``--bc-time-limit`` s each),
+   and the DAgger-labelled episodes shipped in ``rl/data/dagger`` (:mod:`rl.dagger`; ``--dagger``);
+2. behaviour cloning on both -> ``OUT/bc.pt`` (``--bc-epochs 0`` skips it);
 3. PPO from ``bc.pt`` for ``--steps`` environment steps -> ``OUT/last.pt`` (every few updates),
    ``OUT/final.pt``, ``OUT/log.csv``.
 The budget is in environment steps, never wall-clock; same seed, same machine: same checkpoint.
@@ -23,13 +24,12 @@ import numpy as np
 
 from jctlab.errors import InputError
 
-from . import bc
+from . import bc, dagger
 from .envs import generator_source
 from .hrl import train_hrl
 from .ppo import Args, env_config, train
 
-DEMOS = Path(__file__).parent / "data"
-
+DAGGER = bc.DATA / "dagger" / "episodes.jsonl"
 
 def _generator(spec: str):
     """``key=value,key=v1/v2`` -> a generator source (``/`` separates values drawn per instance)."""
@@ -73,10 +73,17 @@ def run(a: argparse.Namespace) -> int:
     if a.bc_epochs > 0 and not init.exists():
         bargs = bc.BCArgs(suite=a.suite, instances=a.bc_instances, time_limit=a.bc_time_limit, epochs=a.bc_epochs,
                           first_seed=a.bc_first_seed)
-        demos = bc.demonstrations(bargs, Path(a.demos) if a.demos else DEMOS)
+        demos = bc.demonstrations(bargs, Path(a.demos) if a.demos else bc.DATA)
         if not demos:
             raise InputError("command line", "--demos", "no demonstration could be made")
-        bc.clone(a.policy, demos, bargs, cfg, args.hidden, a.seed, out, a.threads)
+        extra = None
+        if a.dagger != "none":
+            path = Path(a.dagger) if a.dagger else DAGGER
+            if a.dagger or path.exists():
+                if not path.exists():
+                    raise InputError(str(path), "", "no such DAgger file (make one: python -m rl.dagger)")
+                extra = dagger.all_steps(dagger.load(path, cfg), cfg, bargs.reward_scale)
+        bc.clone(a.policy, demos, bargs, cfg, args.hidden, a.seed, out, a.threads, extra=extra)
     if init.exists():
         args.init = str(init)
     final = (train_hrl(args, source) if a.policy == "hrl" else train(args, source)) if a.steps > 0 else init
@@ -101,6 +108,9 @@ def register(sub) -> None:
     p.add_argument("--bc-first-seed", type=int, default=100)
     p.add_argument("--bc-time-limit", type=float, default=10.0)
     p.add_argument("--bc-epochs", type=int, default=30, help="0: no behaviour cloning")
+    p.add_argument("--dagger", default=None,
+                   help="DAgger-labelled episodes cloned with the demonstrations (default: the shipped "
+                        "rl/data/dagger/episodes.jsonl where present; 'none': demonstrations only)")
     p.set_defaults(func=run)
 
 

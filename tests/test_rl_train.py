@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from jctlab.cli import main
+from jctlab.errors import InputError
 from jctlab.generators import offline_instance
 from jctlab.model import save_instance
 from jctlab.registry import policy_factory
@@ -222,3 +223,33 @@ def test_act_on_the_cut_tables_is_the_mode_of_the_full_distribution(Net):
             seen += len(d.window) < big.max_jobs
             obs, _, done, _, _ = env.step(int(rng.choice(np.flatnonzero(obs["action_mask"]))))
     assert seen > 0                                   # states whose tables were really cut
+
+
+def test_dagger_lookahead_labels_are_never_worse_replay_and_repeat(tmp_path):
+    """The rollout expert's label at a state is never worse than the policy's own action (its episode's
+    total JCT, exact: the env is deterministic), its return-to-go is that episode's, the episode replays
+    to the same states, and the same network gives the same labels."""
+    from rl import dagger
+
+    torch.manual_seed(0)
+    net = HierNet(CFG, 16).eval()
+    inst = offline_instance(**dict(GEN, jobs=6), seed=4)
+    acts, labels, rets = dagger.roll_in(net, inst, CFG, 3, 10.0)
+    assert any(a != b for a, b in zip(acts, labels))       # the lookahead changes some choices here
+    env = SchedulingEnv(inst, CFG, reward_scale=10.0)
+    env.reset(seed=0)
+    for a, label, ret in zip(acts, labels, rets):
+        own = dagger._finish(net, env.fork(), a)
+        best = dagger._finish(net, env.fork(), label)
+        assert best <= own
+        assert ret == pytest.approx(-(best - env.total_jct) / 10.0, rel=1e-6)
+        env.step(a)
+    ep = dagger.Episode("tiny", 4, tuple(acts), tuple(labels), tuple(rets))
+    steps = dagger.episode_steps(dagger.Episode.from_json(ep.to_json()), CFG, 10.0, inst=inst)
+    assert steps.labels == labels and len(steps.obs) == len(acts)
+    assert dagger.roll_in(net, inst, CFG, 3, 10.0) == (acts, labels, rets)
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"format": "jctlab.rl-dagger/1", "env": {}}\n' + ep.to_json() + "\n")
+    with pytest.raises(InputError):
+        dagger.load(path, CFG)                              # indices of another EnvConfig
+    assert dagger.load(path) == [dagger.Episode.from_json(ep.to_json())]

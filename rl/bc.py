@@ -31,15 +31,19 @@ from jctlab.replay import check_references, replay
 
 from .envs import SchedulingEnv
 from .observe import Decision, EnvConfig
-from .ppo import Args, build_net, save_checkpoint, seed_everything
+from .nets import window_cut
+from .ppo import Args, build_net, load_checkpoint, save_checkpoint, seed_everything
 from .suites import EVAL_SEED, family
+
+
+DATA = Path(__file__).parent / "data"       # the shipped demonstrations are DATA / "demos"
 
 
 @dataclasses.dataclass
 class BCArgs:
     suite: str = "small,queue"
-    instances: int = 120          # training instances solved for demonstrations
-    first_seed: int = 0
+    instances: int = 80           # training instances solved for demonstrations (the shipped: seeds 100-179)
+    first_seed: int = 100
     time_limit: float = 10.0      # oracle seconds per instance
     max_gap: float = math.inf     # keep schedules within this gap to their bound (inf: every incumbent)
     epochs: int = 30
@@ -139,27 +143,54 @@ def coverage(demos, cfg: EnvConfig) -> list[float]:
     return out
 
 
-def clone(policy: str, demos, a: BCArgs, cfg: EnvConfig, hidden: int, seed: int, out: Path, threads: int = 1,
-          progress: bool = True) -> Path:
-    """Behaviour-clone ``policy``'s network on the demonstrations; returns ``out/bc.pt``."""
-    seed_everything(seed, threads)
-    obs, labels, rtg = [], [], []
+@dataclasses.dataclass
+class Steps:
+    """Labelled states for behaviour cloning: observations, the expert's actions, returns-to-go."""
+
+    obs: list[dict[str, np.ndarray]] = dataclasses.field(default_factory=list)
+    labels: list[int] = dataclasses.field(default_factory=list)
+    returns: list[float] = dataclasses.field(default_factory=list)
+
+    def add(self, obs, labels, returns) -> None:
+        self.obs += list(obs)
+        self.labels += [int(x) for x in labels]
+        self.returns += [float(x) for x in returns]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def demo_steps(demos, cfg: EnvConfig, reward_scale: float) -> Steps:
+    """The labelled states of the oracle demonstrations (:func:`expert_steps`)."""
+    out = Steps()
     for inst, sched in demos:
-        o, l, g, _ = expert_steps(inst, sched, cfg, a.reward_scale)
-        obs += o
-        labels += l
-        rtg += list(g)
-    batch = {k: torch.as_tensor(np.stack([o[k] for o in obs])) for k in obs[0]}
-    y = torch.as_tensor(labels)
-    g = torch.as_tensor(np.array(rtg, dtype=np.float32))
+        o, l, g, _ = expert_steps(inst, sched, cfg, reward_scale)
+        out.add(o, l, g)
+    return out
+
+
+def clone(policy: str, demos, a: BCArgs, cfg: EnvConfig, hidden: int, seed: int, out: Path, threads: int = 1,
+          progress: bool = True, extra: Steps | None = None, init: Path | None = None,
+          name: str = "bc.pt") -> Path:
+    """Behaviour-clone ``policy``'s network on the demonstrations (and the ``extra`` labelled states,
+    :mod:`rl.dagger`'s), from ``init``'s weights when given; returns ``out/name``."""
+    seed_everything(seed, threads)
+    steps = demo_steps(demos, cfg, a.reward_scale)
+    if extra is not None:
+        steps.add(extra.obs, extra.labels, extra.returns)
+    batch = {k: torch.as_tensor(np.stack([o[k] for o in steps.obs])) for k in steps.obs[0]}
+    y = torch.as_tensor(steps.labels)
+    g = torch.as_tensor(np.array(steps.returns, dtype=np.float32))
     net = build_net(policy, cfg, hidden)
+    if init is not None:
+        net.load_state_dict(load_checkpoint(init)["model"])
     opt = torch.optim.Adam(net.parameters(), lr=a.lr)
     n = len(y)
     for _ in tqdm(range(a.epochs), desc=f"behaviour cloning ({n} steps)", disable=not progress, leave=False):
         perm = torch.randperm(n)
         for s in range(0, n, a.batch):
             idx = perm[s: s + a.batch]
-            o = {k: v[idx] for k, v in batch.items()}
+            o = window_cut({k: v[idx] for k, v in batch.items()}, cfg)
             dist, v = net.dist(o)
             loss = -dist.log_prob(y[idx]).mean() + a.value_coef * (v - g[idx]).pow(2).mean()
             opt.zero_grad()
@@ -168,11 +199,12 @@ def clone(policy: str, demos, a: BCArgs, cfg: EnvConfig, hidden: int, seed: int,
     with torch.no_grad():
         acc = float(sum((net.dist({k: v[i:i + 512] for k, v in batch.items()})[0].mode() == y[i:i + 512]).sum()
                         for i in range(0, n, 512)) / n)
-    path = out / "bc.pt"
+    path = out / name
     args = Args(policy=policy, seed=seed, hidden=hidden, reward_scale=a.reward_scale, out=str(out),
                 env={f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)})
     save_checkpoint(path, net, None, args, cfg, 0, 0, {"bc": dataclasses.asdict(a), "bc_accuracy": acc,
-                                                        "bc_steps": n, "bc_demos": len(demos)})
+                                                        "bc_steps": n, "bc_demos": len(demos),
+                                                        "bc_extra_steps": 0 if extra is None else len(extra)})
     return path
 
 

@@ -23,6 +23,7 @@ inst})`` runs a given instance once.
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import replace
 from typing import Any, Callable, Sequence
@@ -126,6 +127,22 @@ class SchedulingEnv(gym.Env):
         if done:
             self.schedule, self.replay = self.sim.finish(time.perf_counter() - self.t0)
         return self._obs(), reward, done, False, self._info(invalid=invalid)
+
+    def fork(self) -> "SchedulingEnv":
+        """A copy of the episode in progress, stepped on its own (rollouts from this state: the instance,
+        its constants, the planner's memo and the engine's cache of base times are shared, they are
+        pure; the simulator's state is copied)."""
+        assert self.sim is not None, "call reset() first"
+        new = copy.copy(self)
+        eng = self.sim.engine
+        memo = {id(self.inst): self.inst, id(self.info_): self.info_, id(eng._base_cache): eng._base_cache,
+                id(self.sim.policy): self.sim.policy}
+        new.sim = copy.deepcopy(self.sim, memo)
+        new.started, new.stopped = set(self.started), set(self.stopped)
+        if self.decision is not None:
+            new.decision = copy.copy(self.decision)
+            new.decision.sim = new.sim
+        return new
 
     def action_masks(self) -> np.ndarray:
         """sb3-contrib's ``MaskablePPO`` reads the mask here (a bool copy of ``obs["action_mask"]``)."""

@@ -24,6 +24,7 @@ import math
 import numpy as np
 import torch
 
+from .nets import window_cut
 from .ppo import Args, Rollout, clipped, index_obs, minibatches, normalized, optimize, train
 
 PHASES = ("place", "alloc", "joint")
@@ -79,7 +80,7 @@ def hrl_update(split: tuple[float, float] = (0.2, 0.3), joint_weight: float = 0.
             p.requires_grad_(train2)
         stats: dict[str, list[float]] = {"pg": [], "v": [], "ent": [], "kl": []}
         for idx in minibatches(len(ro.actions), a):
-            dist, v = net.dist(index_obs(ro.obs, idx))
+            dist, v = net.dist(window_cut(index_obs(ro.obs, idx), cfg))
             l1, l2 = dist.log_probs(ro.actions[idx])
             loss = torch.zeros(())
             if train1:

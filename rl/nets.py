@@ -31,10 +31,29 @@ def mlp(i: int, h: int, o: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(i, h), nn.ReLU(), nn.Linear(h, o))
 
 
+def pick(logits: torch.Tensor, gen: torch.Generator | None) -> int:
+    """The index of the largest of 1-D logits (``gen`` None), or one drawn from their softmax with ``gen``."""
+    if gen is None:
+        return int(logits.argmax())
+    return int(torch.multinomial(torch.softmax(logits, -1), 1, generator=gen))
+
+
 def masked_mean(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     """Mean of rows x[..., i, :] where m[..., i] is set (zeros when none is)."""
     m = m.unsqueeze(-1).to(x.dtype)
     return (x * m).sum(-2) / m.sum(-2).clamp(min=1.0)
+
+
+def window_cut(o: dict[str, torch.Tensor], cfg: EnvConfig) -> dict[str, torch.Tensor]:
+    """A batch cut to the widest window in it: the job rows past it are padding in every state, and the
+    networks score the cut tables as the full ones (the action indices of the rows kept do not change)."""
+    w = max(1, int(o["job_mask"].sum(-1).max()))
+    if w == cfg.max_jobs:
+        return o
+    o = dict(o, jobs=o["jobs"][:, :w], job_mask=o["job_mask"][:, :w], cand=o["cand"][:, :w],
+             cand_mask=o["cand_mask"][:, :w])
+    o["action_mask"] = o["action_mask"][:, : 1 + cfg.max_running + w * cfg.per_job]
+    return o
 
 
 class Attend(nn.Module):
@@ -121,6 +140,17 @@ class FlatNet(_Net):
         logits, v = self(o)
         return FlatDist(Categorical(logits=logits)), v
 
+    def act(self, o: dict[str, torch.Tensor], gen: torch.Generator | None = None) -> int:
+        """The action of one state (a batch of one, tables cut to their rows: :func:`rl.observe.trimmed`),
+        as an index of the full action space of ``self.cfg``: the most probable (``gen`` None) or a sample."""
+        logits, _ = self(o)
+        a = pick(logits[0], gen)
+        R = o["running"].shape[1]
+        if a <= R:
+            return a
+        w, k = divmod(a - 1 - R, self.cfg.per_job)
+        return 1 + self.cfg.max_running + w * self.cfg.per_job + k
+
 
 class FlatDist:
     def __init__(self, c: Categorical):
@@ -196,18 +226,40 @@ class HierNet(_Net):
         mask = torch.cat([o["action_mask"][:, : 1 + R].to(torch.bool), any_.reshape(B, W * A) > 0], -1)
         return logits.masked_fill(~mask, NEG), mask
 
+    def placer_context(self, o) -> torch.Tensor:
+        """Level 2's own view of the cluster: its free resources (nodes) and the global features."""
+        free = masked_mean(torch.relu(self.place_nodes(o["nodes"])), o["node_mask"])
+        return torch.relu(self.place_ctx(torch.cat([free, o["glob"]], -1)))
+
     def level2(self, o) -> torch.Tensor:
         """Masked logits over the rules of every (job, shape): (B, W·A, P), from the placements' features
         and the cluster's free resources."""
         cfg = self.cfg
         B, W, K, F = o["cand"].shape
-        free = masked_mean(torch.relu(self.place_nodes(o["nodes"])), o["node_mask"])
-        ctx2 = torch.relu(self.place_ctx(torch.cat([free, o["glob"]], -1)))
+        ctx2 = self.placer_context(o)
         hc = self.place_c(o["cand"])                                   # (B, W, K, d)
         x = torch.cat([hc, ctx2[:, None, None].expand(-1, W, K, -1)], -1)
         logits = self.place(x).reshape(B, W * cfg.max_shapes, cfg.rules)
         m = o["cand_mask"].reshape(B, W * cfg.max_shapes, cfg.rules)
         return logits.masked_fill(m == 0, NEG)
+
+    def act(self, o: dict[str, torch.Tensor], gen: torch.Generator | None = None) -> int:
+        """:meth:`FlatNet.act` for the hierarchy: level 1 on every (job, shape), then level 2 on the
+        chosen shape's placements only (the other shapes' placements are never scored)."""
+        cfg = self.cfg
+        hj, hr, hn, ctx = self.enc(o)
+        l1, _ = self.level1(o, hj, hr, ctx)
+        top = pick(l1[0], gen)
+        R = hr.shape[1]
+        if top <= R:
+            return top
+        A, P = cfg.max_shapes, cfg.rules
+        w, s = divmod(top - 1 - R, A)
+        cand = o["cand"][:, w, s * P: (s + 1) * P]                     # (1, P, F)
+        ctx2 = self.placer_context(o)
+        x = torch.cat([self.place_c(cand), ctx2[:, None].expand(-1, P, -1)], -1)
+        l2 = self.place(x).reshape(P).masked_fill(o["cand_mask"][0, w, s * P: (s + 1) * P] == 0, NEG)
+        return 1 + cfg.max_running + (w * A + s) * P + pick(l2, gen)
 
     def dist(self, o: dict[str, torch.Tensor]) -> tuple["HierDist", torch.Tensor]:
         hj, hr, hn, ctx = self.enc(o)

@@ -34,7 +34,7 @@ from jctlab.metrics import ReferenceDurations, strip_variability
 from jctlab.model import Instance
 from jctlab.simulate import Action, Preempt, Simulator, Start
 
-from .candidates import RULES, Candidate, Planner
+from .candidates import RULES, Candidate, Planner, PlannerCache
 
 F_JOB, F_RUN, F_NODE, F_CAND, F_GLOB = 22, 12, 20, 21, 6
 MAX_TYPES = 4          # per-type features (cluster types in name order; more are folded into the last)
@@ -106,6 +106,7 @@ class InstanceInfo:
         self.ref = [ref(j) for j in inst.jobs]          # alone on its best homogeneous allocation
         self.gpn = max(len(nd.gpus) for nd in cl.nodes)
         self.node_index = {nd.name: i for i, nd in enumerate(cl.nodes)}
+        self.planner_cache = PlannerCache(inst)      # the candidate planner's memo over the episode
 
     def class_slot(self, c: str | None) -> int:
         return CLASSES if c is None else self.class_index[c]
@@ -131,7 +132,7 @@ class Decision:
         self.run_slots = sorted(eng.running, key=lambda j: (eng.running[j].held_since, j))[: cfg.max_running]
         self.started_now = started_now or set()
         stopped_now = stopped_now or set()
-        self.planner = Planner(inst, eng, cfg.max_shapes, sim.waiting)
+        self.planner = Planner(inst, eng, cfg.max_shapes, sim.waiting, info.planner_cache)
         self.cands: list[list[list[Candidate | None]]] = [
             ([] if j in stopped_now else self.planner.candidates(j)) for j in self.window]
         self.obs = self._observe()
@@ -159,6 +160,19 @@ class Decision:
 
     def index_of(self, job: int, shape: int, rule: int) -> int:
         return 1 + self.cfg.max_running + (self.window.index(job) * self.cfg.max_shapes + shape) * self.cfg.rules + rule
+
+    def trimmed(self) -> dict[str, np.ndarray]:
+        """The observation cut to its occupied rows: the window's jobs, the running slots, the nodes. The
+        networks have no parameter that depends on table sizes and mask the padding, so they score the
+        cut tables as the full ones, for less work (their ``act`` maps the choice back to the full index)."""
+        o, cfg = self.obs, self.cfg
+        W, R = max(1, len(self.window)), max(1, len(self.run_slots))      # one padding row at least: no empty table
+        N = min(cfg.max_nodes, len(self.sim.inst.cluster.nodes))
+        am = o["action_mask"]
+        return {"jobs": o["jobs"][:W], "job_mask": o["job_mask"][:W], "cand": o["cand"][:W],
+                "cand_mask": o["cand_mask"][:W], "running": o["running"][:R], "run_mask": o["run_mask"][:R],
+                "nodes": o["nodes"][:N], "node_mask": o["node_mask"][:N], "glob": o["glob"],
+                "action_mask": np.concatenate([am[: 1 + R], am[1 + cfg.max_running: 1 + cfg.max_running + W * cfg.per_job]])}
 
     @property
     def only_noop(self) -> bool:

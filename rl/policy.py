@@ -34,7 +34,7 @@ from jctlab.model import Instance
 from jctlab.simulate import Preempt, Simulator, Start
 
 from .observe import Decision, EnvConfig, InstanceInfo
-from .ppo import build_net, load_checkpoint, to_torch
+from .ppo import build_net, load_checkpoint
 
 POLICIES = ("ppo", "hrl")
 
@@ -79,39 +79,38 @@ class LearnedPolicy:
         self.threads = threads
         self.latencies: list[float] = []
         self.point_latencies: list[float] = []
+        self.cpu_latencies: list[float] = []        # the same, in this thread's CPU time (load-independent)
+        self.point_cpu_latencies: list[float] = []
         if inst.problem == "preemptive":
             self.round_s = self.cfg.round_s
 
     def decide(self, sim: Simulator):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         torch.set_num_threads(self.threads)
         started: set[int] = set()
         stopped: set[int] = set()
         if self.auto_scale and sim.arrived:
             self.cfg = replace(self.cfg, time_scale=self._scale(sim))
+        gen = None if self.deterministic else self.gen
         for _ in range(4 * len(self.inst.jobs) + 4):      # each job starts or stops at most once per point
-            t1 = time.perf_counter()
+            t1, c1 = time.perf_counter(), time.thread_time()
             d = Decision(sim, self.info, self.cfg, started, stopped)
             if d.only_noop:
                 break
             if not self.preempt:
                 d.obs["action_mask"][1: 1 + self.cfg.max_running] = 0
-            with torch.no_grad():
-                dist, _ = self.net.dist(to_torch([d.obs]))
-                if self.deterministic:
-                    a = int(dist.mode()[0])
-                else:
-                    torch.manual_seed(int(torch.randint(2**31, (1,), generator=self.gen)))
-                    a = int(dist.sample()[0])
+            with torch.inference_mode():
+                a = self.net.act({k: torch.from_numpy(v)[None] for k, v in d.trimmed().items()}, gen)
             act = d.action(a)
             self.latencies.append(time.perf_counter() - t1)
+            self.cpu_latencies.append(time.thread_time() - c1)
             if act is None:
                 break
             sim.apply([act])
             (started if isinstance(act, Start) else stopped).add(act.job)
         self.point_latencies.append(time.perf_counter() - t0)
+        self.point_cpu_latencies.append(time.thread_time() - c0)
         return []
-
 
     def _scale(self, sim: Simulator) -> float:
         """The trained time scale, stretched by how much longer the jobs that have arrived are than the

@@ -30,7 +30,7 @@ import torch
 from tqdm import tqdm
 
 from .envs import SchedulingEnv
-from .nets import NETS
+from .nets import NETS, window_cut
 from .observe import EnvConfig
 from .suites import training_source
 
@@ -181,7 +181,7 @@ def ppo_update(net, opt, ro: Rollout, adv: torch.Tensor, ret: torch.Tensor, a: A
     """Clipped-PPO epochs over minibatches (advantages normalized per minibatch)."""
     stats: dict[str, list[float]] = {"pg": [], "v": [], "ent": [], "kl": []}
     for idx in minibatches(len(ro.actions), a):
-        dist, v = net.dist(index_obs(ro.obs, idx))
+        dist, v = net.dist(window_cut(index_obs(ro.obs, idx), net.cfg))
         new_lp = dist.log_prob(ro.actions[idx])
         old_lp = ro.logprobs[idx]
         pg = clipped(new_lp - old_lp, normalized(adv[idx]), a.clip)

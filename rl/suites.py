@@ -1,8 +1,9 @@
 """Named instance families for training and for the held-apart measurements.
 
 A family is a seeded generator (:func:`jctlab.generators.offline_instance`) with drawn sizes. Seeds below
-10,000 are for training and development; :func:`instances` with ``split="eval"`` gives seeds from
-10,000 on (the project's evaluation range), so training never sees an evaluation instance.
+9,000 are for training, 9,000-9,999 for development (choosing between trained variants), and
+:func:`instances` with ``split="eval"`` gives seeds from 10,000 on (the project's evaluation range), so
+training never sees a development or evaluation instance.
 
 - ``small``: the issue's floor class: 8-12 jobs on 8 or 16 GPUs (4-GPU nodes) of three types (V100,
   P100, K80 nodes round robin), per-GPU variability σ = 0.1, locality penalty 1.3, Poisson arrivals
@@ -26,6 +27,7 @@ from jctlab.generators import offline_instance
 from jctlab.model import Instance
 
 EVAL_SEED = 10_000
+DEV_SEED = 9_000        # seeds 9,000-9,999: development (model selection), never drawn for training
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,6 @@ def training_source(names: str, problem: str = "offline"):
 
     def source(rng: np.random.Generator) -> Instance:
         f = fams[int(rng.integers(len(fams)))]
-        return f.make(int(rng.integers(0, EVAL_SEED)), problem)
+        return f.make(int(rng.integers(0, DEV_SEED)), problem)
 
     return source

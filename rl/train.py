@@ -5,8 +5,9 @@
 
 Steps (each resumes after a kill; the same arguments continue where the run stopped):
 1. demonstrations: the oracle schedules shipped in ``rl/data/demos`` (``--demos`` another folder; a
-   folder without them gets solved: ``--bc-instances`` training instances, ``--bc-time-limit`` s each);
-2. behaviour cloning -> ``OUT/bc.pt`` (``--bc-epochs 0`` skips it);
+   folder without them gets solved: ``--bc-instances`` training instances, ``--bc-time-limit`` s each),
+   and the DAgger-labelled episodes shipped in ``rl/data/dagger`` (:mod:`rl.dagger`; ``--dagger``);
+2. behaviour cloning on both -> ``OUT/bc.pt`` (``--bc-epochs 0`` skips it);
 3. PPO from ``bc.pt`` for ``--steps`` environment steps -> ``OUT/last.pt`` (every few updates),
    ``OUT/final.pt``, ``OUT/log.csv``.
 The budget is in environment steps, never wall-clock; same seed, same machine: same checkpoint.
@@ -25,15 +26,14 @@ from jctlab import argtypes as T
 from jctlab import limits as L
 from jctlab.errors import InputError
 
-from . import bc, mappo
+from . import bc, dagger, mappo
 from .envs import generator_source
 from .hrl import train_hrl
 from .observe import EnvConfig
 from .ppo import Args, env_config, train
 from .suites import EVAL_SEED, training_source
 
-DEMOS = Path(__file__).parent / "data"
-
+DAGGER = bc.DATA / "dagger" / "episodes.jsonl"
 #: what --generator may set (offline_instance's arguments), each value parsed in its range: nodes (given, or
 #: gpus // 4) within the env's tables, so that no drawn instance is refused in the middle of training
 #: (offline_instance's default is 32 GPUs)
@@ -112,16 +112,22 @@ def run(a: argparse.Namespace) -> int:
                 num_envs=a.num_envs, rollout_steps=a.rollout_steps, problem=a.problem)
     cfg = env_config(args)
     init = out / "bc.pt"
-    demos, bargs = None, None
+    demos, bargs, extra = None, None, None
     if a.bc_epochs > 0 and not init.exists():
         bargs = bc.BCArgs(suite=a.suite, instances=a.bc_instances, time_limit=a.bc_time_limit, epochs=a.bc_epochs,
                           first_seed=a.bc_first_seed)
-        demos = bc.demonstrations(bargs, Path(a.demos) if a.demos else DEMOS)
+        demos = bc.demonstrations(bargs, Path(a.demos) if a.demos else bc.DATA)
         if not demos:
             raise InputError("command line", "--demos", "no demonstration could be made")
+        if a.dagger != "none":
+            path = Path(a.dagger) if a.dagger else DAGGER
+            if a.dagger or path.exists():
+                if not path.exists():
+                    raise InputError(str(path), "", "no such DAgger file (make one: python -m rl.dagger)")
+                extra = dagger.all_steps(dagger.load(path, cfg), cfg, bargs.reward_scale)
     out.mkdir(parents=True, exist_ok=True)       # the demonstrations read (or made): the run's folder now
     if demos is not None:
-        bc.clone(a.policy, demos, bargs, cfg, args.hidden, a.seed, out, a.threads)
+        bc.clone(a.policy, demos, bargs, cfg, args.hidden, a.seed, out, a.threads, extra=extra)
     if init.exists():
         args.init = str(init)
     final = (train_hrl(args, source) if a.policy == "hrl" else train(args, source)) if a.steps > 0 else init
@@ -149,6 +155,9 @@ def register(sub) -> None:
                    help="first training seed of the demonstrations (seeds stay below 10,000)")
     p.add_argument("--bc-time-limit", type=T.TIME_LIMIT, default=10.0)
     p.add_argument("--bc-epochs", type=T.integer(0, 100_000), default=30, help="0: no behaviour cloning")
+    p.add_argument("--dagger", type=T.text, default=None,
+                   help="DAgger-labelled episodes cloned with the demonstrations (default: the shipped "
+                        "rl/data/dagger/episodes.jsonl where present; 'none': demonstrations only)")
     p.set_defaults(func=run)
 
 

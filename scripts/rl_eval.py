@@ -37,16 +37,43 @@ from jctlab.model import Instance
 from jctlab.registry import policy_factory
 from jctlab.replay import replay
 from jctlab.simulate import simulate
-from rl.suites import FAMILIES, instances
+from rl.suites import DEV_SEED, FAMILIES, instances
 
 BASELINES = ("matching", "sjf+packed-sticky", "fifo+pal")
 LEARNED = ("ppo", "hrl")
 
 
+#: windows of the real traces never looked at while the policies were built (the held-apart ones): windows
+#: 3-5 of PAL's workload 1 (its jobs of at most 16 GPUs; the first measurement used 0-2), the first 24 jobs of the Philly trace from
+#: these dates on (the first measurement used the trace's first 72 jobs, from 2017-09-04)
+PAL_FRESH = (3, 4, 5)
+PHILLY_FRESH = ("2017-10-02", "2017-10-16", "2017-10-30", "2017-11-13", "2017-11-27", "2017-12-11")
+
+
+def _window(base: Instance, jobs, name: str) -> Instance:
+    t0 = jobs[0].arrival
+    return replace(base, name=name, jobs=tuple(replace(j, arrival=j.arrival - t0) for j in jobs))
+
+
 def real_instances(kind: str, count: int, data_dir: str | None) -> list[Instance]:
-    """Windows of 24 jobs of PAL's workload 1 (4 × 4 V100s, PAL's variability, λ = 1.7) or of the Philly
-    trace (4 × 8 V100s, locality penalty 1.3), offline class, arrivals shifted to start at 0."""
+    """Windows of 24 jobs of PAL's workloads (4 × 4 V100s, PAL's variability, λ = 1.7) or of the Philly
+    trace (4 × 8 V100s, locality penalty 1.3), offline class, arrivals shifted to start at 0. ``pal`` and
+    ``philly``: consecutive windows from the start of PAL's workload 1 and of the trace (the first
+    measurement; the Philly time scale was fixed on those); ``pal-fresh`` and ``philly-fresh``: the
+    held-apart windows of :data:`PAL_FRESH` and :data:`PHILLY_FRESH` (``count`` of them at most)."""
     out = []
+    if kind == "pal-fresh":       # the whole workload (it needs 64 GPUs to load), jobs of at most 16 GPUs
+        cluster = load_pal(1, data_dir=data_dir, nodes=4, gpus_per_node=4, problem="offline", max_jobs=1)
+        whole = load_pal(1, data_dir=data_dir, nodes=16, gpus_per_node=4, problem="offline")
+        jobs = sorted((j for j in whole.jobs if max(j.sizes) <= 16), key=lambda j: j.arrival)
+        return [_window(cluster, jobs[24 * w: 24 * (w + 1)], f"pal-window{w}") for w in PAL_FRESH[:count]
+                if len(jobs) >= 24 * (w + 1)]
+    if kind == "philly-fresh":
+        for day in PHILLY_FRESH[:count]:
+            base = load_philly(None, data_dir=data_dir, nodes=4, gpus_per_node=8, problem="offline", seed=10_000,
+                               start=day, max_jobs=24, locality_penalty=1.3)
+            out.append(_window(base, sorted(base.jobs, key=lambda j: j.arrival), f"philly-{day}"))
+        return out
     if kind == "pal":
         base = load_pal(1, data_dir=data_dir, nodes=4, gpus_per_node=4, problem="offline", max_jobs=24 * count)
     else:
@@ -57,9 +84,7 @@ def real_instances(kind: str, count: int, data_dir: str | None) -> list[Instance
         chunk = jobs[24 * i: 24 * (i + 1)]
         if len(chunk) < 8:
             break
-        t0 = chunk[0].arrival
-        chunk = [replace(j, arrival=j.arrival - t0) for j in chunk]
-        out.append(replace(base, name=f"{kind}-window{i}", jobs=tuple(chunk)))
+        out.append(_window(base, chunk, f"{kind}-window{i}"))
     return out
 
 
@@ -93,9 +118,8 @@ def run_policy(inst: Instance, name: str) -> dict:
         obj = rep.objective
     except Exception as e:  # an invalid schedule is a result to report, not a crash of the sweep
         return {"valid": False, "objective": None, "error": str(e), "runtime_s": time.perf_counter() - t}
-    lat = getattr(pol, "latencies", None)
     return {"valid": valid, "objective": obj, "runtime_s": time.perf_counter() - t,
-            "latencies": lat if lat is not None else None}
+            "latencies": getattr(pol, "latencies", None), "cpu_latencies": getattr(pol, "cpu_latencies", None)}
 
 
 def summarize(suite: str, insts: list[Instance], rows: dict, methods: list[str]) -> str:
@@ -139,13 +163,17 @@ def summarize(suite: str, insts: list[Instance], rows: dict, methods: list[str])
                 ratio.append(r["objective"] / tb)
                 wins += r["objective"] < tb * (1 - 1e-9)
         lat = [x for r in rs if r and r.get("latencies") for x in r["latencies"]]
+        cpu = [x for r in rs if r and r.get("cpu_latencies") for x in r["cpu_latencies"]]
         lat_s = f"{np.percentile(lat, 50) * 1e3:.1f} / {np.percentile(lat, 99) * 1e3:.1f}" if lat else "—"
+        if cpu:
+            lat_s += f" (CPU {np.percentile(cpu, 50) * 1e3:.1f} / {np.percentile(cpu, 99) * 1e3:.1f})"
         pct = lambda x: f"{x:.1%}"  # noqa: E731
         lines.append(
             f"| {m} | {valid}/{len(insts)} | {pct(statistics.mean(gaps)) if gaps else '—'} | "
             f"{pct(float(np.percentile(gaps, 90))) if gaps else '—'} | {pct(max(gaps)) if gaps else '—'} | "
             f"{pct(statistics.mean(gaps_opt)) if gaps_opt else '—'} | "
-            f"{statistics.mean(ratio):.3f} | {'—' if m == top else f'{wins}/{len(ratio)}'} | {lat_s} |")
+            f"{f'{statistics.mean(ratio):.3f}' if ratio else '—'} | {'—' if m == top or not ratio else f'{wins}/{len(ratio)}'} "
+            f"| {lat_s} |")
     return "\n".join(lines) + "\n"
 
 
@@ -154,6 +182,8 @@ def main(argv=None) -> int:
     ap.add_argument("--suites", default="small,queue")
     ap.add_argument("--count", type=int, default=12)
     ap.add_argument("--start", type=int, default=0, help="first instance index (seed 10,000 + start)")
+    ap.add_argument("--dev", action="store_true",
+                    help="development instances instead (seeds 9,000 + start + i: model selection, never trained on)")
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--methods", default=",".join(LEARNED + BASELINES))
     ap.add_argument("--data-dir", default=None)
@@ -166,7 +196,8 @@ def main(argv=None) -> int:
     text = []
     for suite in a.suites.split(","):
         if suite in FAMILIES:
-            insts = instances(suite, a.count, "eval", start=a.start)
+            insts = (instances(suite, a.count, "train", start=DEV_SEED + a.start) if a.dev
+                     else instances(suite, a.count, "eval", start=a.start))
         else:
             try:
                 insts = real_instances(suite, a.count, a.data_dir)

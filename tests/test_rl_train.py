@@ -11,15 +11,16 @@ import pytest
 import torch
 
 from jctlab.cli import main
+from jctlab.errors import InputError
 from jctlab.generators import offline_instance
 from jctlab.model import save_instance
 from jctlab.registry import policy_factory
 from jctlab.replay import replay
 from jctlab.simulate import simulate
-from rl import bc
+from rl import bc, dagger
 from rl.envs import SchedulingEnv, generator_source
 from rl.hrl import placement_reward, train_hrl
-from rl.nets import FlatNet, HierNet
+from rl.nets import FlatNet, HierNet, window_cut
 from rl.observe import EnvConfig
 from rl.ppo import Args, collect, load_checkpoint, to_torch, train
 
@@ -140,6 +141,8 @@ def test_behaviour_cloning_follows_the_oracle(tmp_path):
     assert all(abs(c) < 0.02 for c in cov), cov           # the candidate lists hold the oracle's choices
     path = bc.clone("hrl", demos, a, CFG, 32, 0, tmp_path)
     assert bc.accuracy(path) > 0.9
+    again = load_checkpoint(bc.clone("hrl", demos, a, CFG, 32, 0, tmp_path, name="again.pt"))["model"]
+    assert all(torch.equal(v, again[k]) for k, v in load_checkpoint(path)["model"].items())   # same seed, same weights
     pol = policy_factory(f"hrl:{path}")(demos[0][0])
     sched, rep = simulate(demos[0][0], pol)
     assert replay(demos[0][0], sched).valid
@@ -196,3 +199,75 @@ def test_learned_policy_time_scale_follows_the_jobs(tmp_path):
         scales.append(pol.cfg.time_scale)
     assert scales[0] == CFG.time_scale
     assert scales[1] > 3 * CFG.time_scale
+
+
+@pytest.mark.parametrize("Net", [FlatNet, HierNet])
+def test_act_on_the_cut_tables_is_the_mode_of_the_full_distribution(Net):
+    """``net.act`` (tables cut to their rows, level 2 on the chosen shape only) picks the action the full
+    distribution's mode picks, and a sample drawn with a seeded generator is a valid action."""
+    torch.manual_seed(1)
+    big = EnvConfig(max_jobs=16, max_running=16, max_nodes=8, max_shapes=4)
+    net = Net(big, 32).eval()
+    env = SchedulingEnv(generator_source("offline", gpus=16, nodes=4, jobs=14, interarrival_s=120,
+                                         variability=0.1, locality_penalty=1.3), big)
+    rng = np.random.default_rng(0)
+    seen, states = 0, []
+    for ep in range(3):
+        obs, _ = env.reset(seed=ep)
+        done = False
+        while not done:
+            d = env.decision
+            with torch.inference_mode():
+                full = int(net.dist(to_torch([d.obs]))[0].mode()[0])
+                cut = {k: torch.from_numpy(v)[None] for k, v in d.trimmed().items()}
+                assert net.act(cut) == full
+                assert d.obs["action_mask"][net.act(cut, torch.Generator().manual_seed(ep))]
+            seen += len(d.window) < big.max_jobs
+            states.append(obs)
+            obs, _, done, _, _ = env.step(int(rng.choice(np.flatnonzero(obs["action_mask"]))))
+    assert seen > 0                                   # states whose tables were really cut
+    # a training batch cut to its widest window: the same log-probabilities of the same action indices
+    batch, acts = to_torch(states[:12]), torch.as_tensor([int(np.flatnonzero(o["action_mask"])[-1]) for o in states[:12]])
+    cut = window_cut(batch, big)
+    assert cut["cand"].shape[1] < big.max_jobs
+    with torch.inference_mode():
+        assert torch.allclose(net.dist(cut)[0].log_prob(acts), net.dist(batch)[0].log_prob(acts), atol=1e-4)
+
+
+def test_dagger_lookahead_labels_are_never_worse_replay_and_repeat(tmp_path):
+    """The rollout expert's label at a state is never worse than the policy's own action (its episode's
+    total JCT, exact: the env is deterministic), its return-to-go is that episode's, the episode replays
+    to the same states, and the same network gives the same labels."""
+    torch.manual_seed(0)
+    net = HierNet(CFG, 16).eval()
+    inst = offline_instance(**dict(GEN, jobs=6), seed=4)
+    acts, labels, rets = dagger.roll_in(net, inst, CFG, 3, 10.0)
+    assert any(a != b for a, b in zip(acts, labels))       # the lookahead changes some choices here
+    env = SchedulingEnv(inst, CFG, reward_scale=10.0)
+    env.reset(seed=0)
+    for a, label, ret in zip(acts, labels, rets):
+        own = dagger._finish(net, env.fork(), a)
+        best = dagger._finish(net, env.fork(), label)
+        assert best <= own
+        assert ret == pytest.approx(-(best - env.total_jct) / 10.0, rel=1e-6)
+        env.step(a)
+    ep = dagger.Episode("tiny", 4, tuple(acts), tuple(labels), tuple(rets))
+    steps = dagger.episode_steps(dagger.Episode.from_json(ep.to_json()), CFG, 10.0, inst=inst)
+    assert steps.labels == labels and len(steps.obs) == len(acts)
+    assert dagger.roll_in(net, inst, CFG, 3, 10.0) == (acts, labels, rets)
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"format": "jctlab.rl-dagger/1", "env": {}}\n' + ep.to_json() + "\n")
+    with pytest.raises(InputError):
+        dagger.load(path, CFG)                              # indices of another EnvConfig
+    assert dagger.load(path) == [dagger.Episode.from_json(ep.to_json())]
+
+
+def test_shipped_dagger_episodes_replay_on_this_code():
+    """The shipped DAgger episodes (cloned by ``jctlab train``) belong to the default EnvConfig, hold only
+    training seeds (< 9,000), and every action and label is valid when replayed on today's env (a
+    sample of a dozen: the file is only usable while the env builds the same states)."""
+    eps = dagger.load(bc.DATA / "dagger" / "episodes.jsonl", EnvConfig())
+    assert len(eps) >= 300 and max(ep.seed for ep in eps) < 9000
+    for ep in eps[::30]:
+        steps = dagger.episode_steps(ep, EnvConfig(), 3600.0)
+        assert len(steps) == len(ep.actions) and steps.labels == list(ep.labels)

@@ -329,7 +329,7 @@ GENERATORS_BAD = ("gpus=abc", "bogus=1", "gpus=1000", "jobs=0", "gpus", "gpus=na
 def _demo_files(first_seed: int, count: int) -> dict[str, bytes]:
     """The shipped demonstrations of training seeds first_seed.. (``rl/data/demos``), as ``demos/demos/...``."""
     from rl.suites import family
-    from rl.train import DEMOS
+    from rl.bc import DATA as DEMOS
 
     names = ("small", "queue")
     out = {}

@@ -191,13 +191,13 @@ def test_train_refuses_bad_options_before_making_its_folder(tmp_path, capsys, ar
 
 
 def test_train_checks_its_demonstrations_before_making_its_folder(tmp_path, capsys):
+    from rl.bc import DATA
     from rl.suites import family
-    from rl.train import DEMOS
 
     name = family("small").make(100).name
     demos = tmp_path / "demos" / "demos"
     demos.mkdir(parents=True)
-    shutil.copyfile(DEMOS / "demos" / f"{name}.json", demos / f"{name}.json")
+    shutil.copyfile(DATA / "demos" / f"{name}.json", demos / f"{name}.json")
     sched = json.loads((demos / f"{name}.json").read_text())
     sched["segments"] = sched["segments"][1:]           # a job never runs: not a schedule of the instance
     (demos / f"{name}.json").write_text(json.dumps(sched))
@@ -208,7 +208,6 @@ def test_train_checks_its_demonstrations_before_making_its_folder(tmp_path, caps
     lines = [ln for ln in err.split("\n") if ln.strip()]
     assert code == 2 and len(lines) == 1 and lines[0].rsplit("\r", 1)[-1].startswith("jctlab: error: ")
     assert name in lines[0] and "job j0 has no segment" in lines[0] and not out.exists()
-
 
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "small-lab"

@@ -40,13 +40,14 @@ import torch
 from tqdm import tqdm
 
 from jctlab.errors import InputError
+from jctlab.limits import loads
 from jctlab.model import Instance
 
 from . import bc
 from .envs import SchedulingEnv
 from .observe import EnvConfig
 from .ppo import build_net, load_checkpoint, seed_everything, to_torch
-from .suites import DEV_SEED, family
+from .suites import DEV_SEED, FAMILIES, family
 
 FORMAT = "jctlab.rl-dagger/1"
 
@@ -164,20 +165,47 @@ def episode_steps(ep: Episode, cfg: EnvConfig, reward_scale: float, inst: Instan
 
 def load(path: str | Path, cfg: EnvConfig | None = None) -> list[Episode]:
     """The episodes of a DAgger file (its first line is the header: format, arguments, the EnvConfig the
-    action indices belong to, which must be ``cfg`` when given)."""
-    lines = Path(path).read_text().splitlines()
-    head = json.loads(lines[0]) if lines else {}
-    if head.get("format") != FORMAT:
-        raise InputError(str(path), "format", f"not a {FORMAT} file")
+    action indices belong to, which must be ``cfg`` when given). A file that is not one, or an episode of
+    an unknown family, of a seed outside the training range or with malformed fields, is an InputError
+    naming the file and line; whether its actions replay is checked by :func:`all_steps`."""
+    src = str(path)
+    try:
+        lines = Path(path).read_text().splitlines()
+    except FileNotFoundError:
+        raise InputError(src, "", "file not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(src, "", f"cannot read: {e.__class__.__name__}") from None
+    head = loads(lines[0], src) if lines else {}
+    if not isinstance(head, dict) or head.get("format") != FORMAT:
+        raise InputError(src, "format", f"not a {FORMAT} file")
     if cfg is not None and head.get("env") != dataclasses.asdict(cfg):
-        raise InputError(str(path), "env", "its action indices belong to another EnvConfig than the network's")
-    return [Episode.from_json(x) for x in lines[1:] if x.strip()]
+        raise InputError(src, "env", "its action indices belong to another EnvConfig than the network's")
+    episodes = []
+    for i, line in enumerate(lines[1:], 2):
+        if not line.strip():
+            continue
+        d = loads(line, f"{src} line {i}")
+        try:
+            ep = Episode(str(d["family"]), int(d["seed"]), tuple(int(x) for x in d["actions"]),
+                         tuple(int(x) for x in d["labels"]), tuple(float(x) for x in d["returns"]))
+        except (KeyError, TypeError, ValueError, OverflowError):
+            raise InputError(src, f"line {i}", "expected an episode: family, seed, actions, labels, returns") from None
+        if not 0 <= ep.seed < DEV_SEED or ep.family not in FAMILIES:
+            raise InputError(src, f"line {i}", f"DAgger labels training instances of rl.suites (seeds below "
+                             f"{DEV_SEED:,}), not {ep.family!r} seed {ep.seed}")
+        episodes.append(ep)
+    return episodes
 
 
-def all_steps(episodes: list[Episode], cfg: EnvConfig, reward_scale: float) -> bc.Steps:
+def all_steps(episodes: list[Episode], cfg: EnvConfig, reward_scale: float, source: str = "DAgger file") -> bc.Steps:
+    """The labelled states of every episode, replayed; an episode whose actions do not replay (made by
+    other code or for another EnvConfig) is an InputError naming ``source``."""
     out = bc.Steps()
     for ep in episodes:
-        s = episode_steps(ep, cfg, reward_scale)
+        try:
+            s = episode_steps(ep, cfg, reward_scale)
+        except (ValueError, IndexError) as e:
+            raise InputError(source, f"{ep.family}/{ep.seed}", f"does not replay ({e.__class__.__name__})") from None
         out.add(s.obs, s.labels, s.returns)
     return out
 

@@ -124,7 +124,7 @@ def run(a: argparse.Namespace) -> int:
             if a.dagger or path.exists():
                 if not path.exists():
                     raise InputError(str(path), "", "no such DAgger file (make one: python -m rl.dagger)")
-                extra = dagger.all_steps(dagger.load(path, cfg), cfg, bargs.reward_scale)
+                extra = dagger.all_steps(dagger.load(path, cfg), cfg, bargs.reward_scale, str(path))
     out.mkdir(parents=True, exist_ok=True)       # the demonstrations read (or made): the run's folder now
     if demos is not None:
         bc.clone(a.policy, demos, bargs, cfg, args.hidden, a.seed, out, a.threads, extra=extra)

@@ -5,6 +5,7 @@ answer bad input with one line and exit 2, writing nothing. Each test is cheap: 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -237,3 +238,25 @@ def test_live_daemon_flags_and_bad_cluster_leave_no_state(tmp_path, capsys, flag
     refused(capsys, "schedule-daemon", "--state", state, "--cluster", tmp_path / "bad.yaml", "--spool",
             tmp_path / "spool", "--once", names=("bad.yaml",))
     assert not state.exists() and not list(tmp_path.glob("s.db*"))
+
+
+@pytest.mark.parametrize("extra, field", [
+    (None, "malformed JSON"), ("header", "format"),
+    ('{"family": "small", "seed": 5, "actions": [99999], "labels": [0], "returns": [0]}', "does not replay"),
+    ('{"family": "small", "seed": 95000, "actions": [1], "labels": [0], "returns": [0]}', "line 2"),
+    ('{"family": "small", "seed": 5, "actions": "x"}', "line 2"),
+])
+def test_train_refuses_a_bad_dagger_file_before_making_its_folder(tmp_path, capsys, extra, field):
+    from rl.dagger import FORMAT
+    from rl.observe import EnvConfig
+
+    head = json.dumps({"format": FORMAT, "env": dataclasses.asdict(EnvConfig())})
+    text = "garbage{" if extra is None else (json.dumps({"format": "x"}) if extra == "header" else f"{head}\n{extra}")
+    (tmp_path / "d.jsonl").write_text(text + "\n")
+    out = tmp_path / "ckpt"
+    code, _, err = run(capsys, "train", "--policy", "hrl", "--out", out, "--steps", "0", "--bc-epochs", "1",
+                       "--bc-instances", "1", "--dagger", tmp_path / "d.jsonl")
+    lines = [ln for ln in err.split("\n") if ln.strip()]
+    assert code == 2 and len(lines) == 1, err
+    last = lines[0].rsplit("\r", 1)[-1]
+    assert last.startswith("jctlab: error: ") and "d.jsonl" in last and field in last and not out.exists(), last

@@ -163,3 +163,20 @@ def test_ray_executor_gives_the_rows_of_local(tiny_suite, tmp_path):
     run(tiny_suite, tmp_path / "ray", methods, executor="ray", seeds=1)
     a, b = comparable(tmp_path / "i"), comparable(tmp_path / "ray")
     assert len(a) == 8 and a == b
+
+
+def test_the_documented_user_policy_runs_on_queue_small(tmp_path):
+    """The ``mypolicy.py`` block of docs/evaluation.md, as a user would save it, on the suite its comment
+    names: every cell a valid, replayed schedule (jobs larger than a node included)."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "evaluation.md").read_text()
+    code = doc.split("# mypolicy.py", 1)[1].split("```", 1)[0]
+    d = tmp_path / "user"
+    d.mkdir()
+    (d / "mypolicy.py").write_text("# mypolicy.py" + code)
+    sys.path.insert(0, str(d))
+    try:
+        t = run(load_suite("queue-small").path, tmp_path / "q", "mypolicy:factory")
+    finally:
+        sys.path.remove(str(d))
+    assert len(t) >= 6 and (t["valid"] == True).all(), t[["instance", "status", "error"]]  # noqa: E712
+    assert (t["gap"] >= -1e-9).all()

@@ -43,7 +43,7 @@ class LeaderboardOptions:
     progress: bool = True
 
 
-def _methods(suite, text: str | None) -> tuple[tuple, dict[str, tuple[str, ...]] | None]:
+def default_methods(suite, text: str | None) -> tuple[tuple, dict[str, tuple[str, ...]] | None]:
     if text:
         return resolve_all(registered() if text == "all" else text), None
     classes = suite.evaluate.classes_of() or {m: CLASSES for m in suite.evaluate.methods}
@@ -51,6 +51,8 @@ def _methods(suite, text: str | None) -> tuple[tuple, dict[str, tuple[str, ...]]
     for p in registry.names("jctlab.policies"):
         label = p if registry.method(p) is None else f"policy:{p}"
         classes.setdefault(label, online)
+    for p in registry.featured_policies():      # e.g. the learned policies of rl/
+        classes.setdefault(p, online)
     return resolve_all(list(classes)), classes
 
 
@@ -88,7 +90,7 @@ def leaderboard(opts: LeaderboardOptions) -> Path:
         if not suite.instances:
             skipped.append(f"{n} (not built)")
             continue
-        methods, classes = _methods(suite, opts.methods)
+        methods, classes = default_methods(suite, opts.methods)
         if opts.progress:
             print(f"leaderboard: {n}", file=sys.stderr)
         cfg = RunConfig(suite, methods, opts.runs / suite.name, opts.seeds, suite.evaluate.time_limit_s,

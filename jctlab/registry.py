@@ -4,7 +4,8 @@ Groups (declared in pyproject.toml by each package):
 - ``jctlab.methods``: NAME = module:solver  (a :class:`jctlab.result.Solver`)
 - ``jctlab.policies``: NAME = module:factory  (``factory(inst, seed=0, **options) -> Policy``)
 - ``jctlab.policy_families``: NAME = module:resolve  (``resolve(name) -> factory | None``, for
-  composite names such as ``fifo+pal``)
+  composite names such as ``fifo+pal``; optional attributes ``pattern``, what it accepts, and ``featured``,
+  the names the leaderboard runs by default)
 - ``jctlab.commands``: NAME = module:register  (``register(subparsers)`` adds CLI verbs)
 - ``jctlab.instance_kinds``: NAME = module:kind  (an object with ``help``, ``add_arguments(parser)``
   and ``build(args) -> Instance``, for ``jctlab make-instance NAME``)
@@ -74,4 +75,17 @@ def family_patterns() -> list[str]:
             out.append(str(getattr(_load(ep), "pattern", ep.name)))
         except Exception:
             out.append(f"{ep.name} (failed to load)")
+    return out
+
+
+def featured_policies() -> list[str]:
+    """The names policy families ask the leaderboard to run by default (their resolver's optional
+    ``featured`` attribute: e.g. the shipped learned policies), in family order; a family that fails to
+    load features nothing."""
+    out: list[str] = []
+    for ep in sorted(group("jctlab.policy_families").values(), key=lambda e: e.name):
+        try:
+            out += [str(n) for n in getattr(_load(ep), "featured", ())]
+        except Exception:  # noqa: BLE001 - one broken family must not hide the others
+            continue
     return out

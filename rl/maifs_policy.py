@@ -159,3 +159,4 @@ def resolve(name: str) -> Callable | None:
 
 
 resolve.pattern = "maifs[:CHECKPOINT] | maifs-greedy (MAIFS-like multi-agent policy, rl/)"
+resolve.featured = ("maifs",)

@@ -144,5 +144,6 @@ def resolve(name: str) -> Callable | None:
 
 
 resolve.pattern = "ppo|hrl[:CHECKPOINT] (learned policies, rl/)"
+resolve.featured = ("hrl", "ppo")            # the shipped checkpoints, on the leaderboard
 
 __all__ = ["LearnedPolicy", "resolve", "shipped", "Preempt", "Start"]

@@ -10,11 +10,13 @@ import subprocess
 
 import pytest
 
+from evaluation.leaderboard import default_methods
 from evaluation.methods import resolve_all
 from evaluation.report import write_report
 from evaluation.runner import RunConfig, evaluate
 from evaluation.suites import load_suite
 from jctlab.cli import main
+from jctlab.registry import featured_policies
 
 from .eval_helpers import tiny_suite_path
 
@@ -88,3 +90,12 @@ def test_plot_command(run_dir, tmp_path, capsys):
         assert out.stat().st_size > 1000
     assert (tmp_path / "g.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["plot", str(inst), str(run_dir / row["schedule"]), "--out", str(tmp_path / "g.pdf")]) == 2
+
+
+def test_leaderboard_runs_the_featured_learned_policies_by_default():
+    """The shipped learned policies are on the leaderboard without --methods: policy families feature them
+    (registry.featured_policies), and each is run on the online classes of the suite."""
+    methods, classes = default_methods(load_suite("queue-small"), None)
+    names = {m.name for m in methods}
+    assert {"hrl", "ppo", "maifs"} <= names and {"hrl", "ppo", "maifs"} <= set(featured_policies())
+    assert "static" not in classes["hrl"] and "offline" in classes["maifs"]

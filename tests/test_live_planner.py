@@ -15,6 +15,7 @@ from jctlab.model import Allocation
 from jctlab.replay import replay
 from jctlab.simulate import simulate
 from live import synthetic
+from live.decode import Decoder, timed
 from live.instance import LiveInstance
 from live.planner import Planner, PlannerConfig
 from live.policy import factory as live_policy
@@ -83,11 +84,12 @@ def brute_force(state: LiveState, objective: str) -> float:
     for j in li.queued:
         job = li.instance.jobs[j]
         options.append([Allocation(g) for n in job.sizes for g in itertools.combinations(li.usable[j], n)])
+    dec = Decoder(li)
     best = float("inf")
     for perm in itertools.permutations(range(len(options))):
         for allocs in itertools.product(*(options[k] for k in perm)):
             order = [(li.n_running + k, a) for k, a in zip(perm, allocs)]
-            best = min(best, li.timed(order, "brute").objective)
+            best = min(best, timed(li, dec.decode_pairs(order), "brute").objective)
     return best
 
 

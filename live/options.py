@@ -24,6 +24,11 @@ def add_planner_arguments(p: argparse.ArgumentParser) -> None:
                    help="queued jobs the oracle sees (the head of the best heuristic plan)")
     p.add_argument("--solve-when-full", action="store_true",
                    help="solve even when no queued job fits the free GPUs (the decision is then empty anyway)")
+    p.add_argument("--preemption", action="store_true",
+                   help="allow stopping (and later resuming, or moving) running jobs whose work is known; "
+                        "without it a running job never moves")
+    p.add_argument("--preempt-gain", type=float, default=0.01,
+                   help="with --preemption: each stop must lower the plan's objective by this share (default 0.01)")
 
 
 def planner_config(a: argparse.Namespace) -> PlannerConfig:
@@ -33,10 +38,12 @@ def planner_config(a: argparse.Namespace) -> PlannerConfig:
         raise InputError("command line", "--threads", "must be >= 1")
     if a.max_oracle_jobs < 1:
         raise InputError("command line", "--max-oracle-jobs", "must be >= 1")
+    if not a.preempt_gain >= 0:
+        raise InputError("command line", "--preempt-gain", "must be >= 0")
     fallbacks = tuple(s.strip() for s in a.fallbacks.split(",") if s.strip())
     return PlannerConfig(time_limit=a.time_limit, method=a.method, threads=a.threads, seed=a.seed,
                          objective=a.objective, fallbacks=fallbacks, max_oracle_jobs=a.max_oracle_jobs,
-                         solve_when_full=a.solve_when_full)
+                         solve_when_full=a.solve_when_full, preemption=a.preemption, preempt_gain=a.preempt_gain)
 
 
 def check_method(method: str) -> None:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from jctlab.model import Instance, Schedule
 
 from . import bounds, fallback
-from .decode import Decoded, Decoder, Timed, timed
+from .decode import Decoded, Decoder, timed
 from .instance import LiveInstance
 from .search import Budget, improve
 from .state import LiveState, Plan
@@ -198,4 +198,4 @@ class Planner:
         self.close()
 
 
-__all__ = ["Planner", "PlannerConfig", "Timed"]
+__all__ = ["Planner", "PlannerConfig"]

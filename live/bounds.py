@@ -38,7 +38,7 @@ from formulations import offline_candidates as oc
 from .instance import LiveInstance
 
 
-def _least(li: LiveInstance) -> tuple[list[float], list[float]]:
+def least(li: LiveInstance) -> tuple[list[float], list[float]]:
     """(p_j, a_j) of every job of the live instance, with the restart of the jobs that pay one when
     they start again (queued jobs preempted earlier; running jobs, should they be preempted)."""
     inst = li.instance
@@ -96,7 +96,7 @@ def queued_bound(li: LiveInstance, jobs: Iterable[int], p: Sequence[float] | Non
     if not jobs:
         return 0.0
     if p is None or a is None:
-        p, a = _least(li)
+        p, a = least(li)
     times, free = _capacity(li, range(li.n_running))
     w = li.weights
     if li.instance.objective == "makespan":
@@ -121,9 +121,10 @@ def _smith(jobs: Sequence[int], a: Sequence[float], w: Sequence[float], m: int) 
     return total
 
 
-def state_bound(li: LiveInstance, preemption: bool) -> float:
-    """A lower bound on the objective of every plan of the live state (module docstring)."""
-    p, a = _least(li)
+def state_bound(li: LiveInstance, preemption: bool, pa: tuple[list[float], list[float]] | None = None) -> float:
+    """A lower bound on the objective of every plan of the live state (module docstring); ``pa``: the
+    :func:`least` of ``li``, when already computed."""
+    p, a = pa or least(li)
     queued = list(li.queued)
     if not preemption or not li.movable:
         return li.objective_of(queued_bound(li, queued, p, a))
@@ -149,12 +150,14 @@ def state_bound(li: LiveInstance, preemption: bool) -> float:
     return max(sum(w[j] * c[j] for j in jobs), total) / sum(w)
 
 
-def window_bound(li: LiveInstance, window: Iterable[int], window_part: float) -> float:
+def window_bound(li: LiveInstance, window: Iterable[int], window_part: float,
+                 pa: tuple[list[float], list[float]] | None = None) -> float:
     """Plans that keep every running job in place: the oracle's bound on the window's Σ w C
     (:meth:`LiveInstance.queued_part`) plus the bound of the rest of the queue."""
     inside = set(window)
     rest = [q for q in li.queued if q not in inside]
-    part = queued_bound(li, rest)
+    p, a = pa or least(li)
+    part = queued_bound(li, rest, p, a)
     if li.instance.objective == "makespan":
         return li.objective_of(max(window_part, part))
     return li.objective_of(window_part + part)

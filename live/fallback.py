@@ -14,6 +14,8 @@ list-schedules; the improvement phase (:mod:`live.search`) starts from the best 
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import replace
 from typing import Iterable
 
@@ -31,14 +33,23 @@ from .state import Plan
 PIN_EPS = 1e-6
 
 
-class _Pinned:
-    """Starts the running jobs on their own GPUs at time 0, then hands every decision to ``inner``."""
+class _Late(Exception):
+    """The simulated policy ran past the planner's deadline."""
 
-    def __init__(self, inner, pins: dict[int, Allocation]):
+
+class _Pinned:
+    """Starts the running jobs on their own GPUs at time 0, then hands every decision to ``inner``; stops
+    the simulation at ``deadline`` (a ``time.perf_counter()`` instant), so a policy started just before it
+    cannot delay the decision."""
+
+    def __init__(self, inner, pins: dict[int, Allocation], deadline: float = math.inf):
         self.inner = inner
         self.pins = dict(pins)
+        self.deadline = deadline
 
     def decide(self, sim) -> Iterable[Action]:
+        if time.perf_counter() >= self.deadline:
+            raise _Late
         if self.pins:
             out = [Start(j, a) for j, a in self.pins.items()]
             self.pins = {}
@@ -51,17 +62,18 @@ def _shifted(li: LiveInstance) -> Instance:
     return li.instance.replace_jobs(jobs)
 
 
-def simulated(li: LiveInstance, dec: Decoder, policy: str, seed: int = 0) -> Decoded | None:
+def simulated(li: LiveInstance, dec: Decoder, policy: str, seed: int = 0, deadline: float = math.inf
+              ) -> Decoded | None:
     """The plan that online policy ``policy`` makes from the live state (its order and allocations), or
-    None when it cannot place the queue (a shape it does not handle). InputError for a policy name the
-    registry does not know."""
+    None when it cannot place the queue (a shape it does not handle) or is not done by ``deadline``.
+    InputError for a policy name the registry does not know."""
     factory = registry.policy_factory(policy)
     if factory is None:
         raise InputError("live planner", "fallbacks", f"unknown policy {policy!r}")
     inst = _shifted(li)
     try:
-        sched, _ = Simulator(inst, _Pinned(factory(inst, seed=seed), li.pins), method=policy).run()
-    except PolicyError:
+        sched, _ = Simulator(inst, _Pinned(factory(inst, seed=seed), li.pins, deadline), method=policy).run()
+    except (PolicyError, _Late):
         return None
     return dec.decode_pairs(li.order_of(sched))
 

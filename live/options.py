@@ -24,6 +24,9 @@ def add_planner_arguments(p: argparse.ArgumentParser) -> None:
                    help="queued jobs the oracle sees (the head of the best heuristic plan)")
     p.add_argument("--solve-when-full", action="store_true",
                    help="solve even when no queued job fits the free GPUs (the decision is then empty anyway)")
+    p.add_argument("--max-evaluations", type=int, default=None,
+                   help="stop the local search after N plan evaluations (with a time limit that does not bind, "
+                        "the decisions are then the same whatever the machine's load)")
     p.add_argument("--preemption", action="store_true",
                    help="allow stopping (and later resuming, or moving) running jobs whose work is known; "
                         "without it a running job never moves")
@@ -38,12 +41,15 @@ def planner_config(a: argparse.Namespace) -> PlannerConfig:
         raise InputError("command line", "--threads", "must be >= 1")
     if a.max_oracle_jobs < 1:
         raise InputError("command line", "--max-oracle-jobs", "must be >= 1")
+    if a.max_evaluations is not None and a.max_evaluations < 0:
+        raise InputError("command line", "--max-evaluations", "must be >= 0")
     if not a.preempt_gain >= 0:
         raise InputError("command line", "--preempt-gain", "must be >= 0")
     fallbacks = tuple(s.strip() for s in a.fallbacks.split(",") if s.strip())
     return PlannerConfig(time_limit=a.time_limit, method=a.method, threads=a.threads, seed=a.seed,
                          objective=a.objective, fallbacks=fallbacks, max_oracle_jobs=a.max_oracle_jobs,
-                         solve_when_full=a.solve_when_full, preemption=a.preemption, preempt_gain=a.preempt_gain)
+                         solve_when_full=a.solve_when_full, preemption=a.preemption, preempt_gain=a.preempt_gain,
+                         max_evaluations=a.max_evaluations)
 
 
 def check_method(method: str) -> None:

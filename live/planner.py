@@ -110,10 +110,12 @@ class Planner:
         if solve:   # the worker solves while the simulated fallbacks and the search run here
             first = min(cands.values(), key=lambda d: d.objective)
             solved, head = self._submit(li, timed(li, first, "hint").schedule, first.order, deadline)
+        least = bounds.least(li)   # the bounds' run times, while the worker solves (tenths of a second at 64 GPUs)
+        lb = bounds.state_bound(li, may_preempt, least)
         for name in c.fallbacks:
             if time.perf_counter() >= deadline:   # the greedy already gave a plan: keep the decision in time
                 break
-            d = fallback.simulated(li, dec, name, c.seed)
+            d = fallback.simulated(li, dec, name, c.seed, deadline)
             if d is not None:
                 cands[name] = d
         answer: Answer | None = None
@@ -148,9 +150,8 @@ class Planner:
         self.evaluations += dec.evaluations
         best_name = self._choose(cands, li)
         best = timed(li, cands[best_name], best_name)
-        lb = bounds.state_bound(li, may_preempt)
         if answer is not None and answer.lower_bound is not None and not may_preempt:
-            lb = max(lb, bounds.window_bound(li, head, li.queued_part(solved, answer.lower_bound)))
+            lb = max(lb, bounds.window_bound(li, head, li.queued_part(solved, answer.lower_bound), least))
         met = best.objective <= lb * (1 + OPTIMAL_RTOL) + 1e-9
         proven = proven and not best.released and best.objective <= cands[c.method].objective * (1 + 1e-12)
         status = "optimal" if met or proven else "feasible"

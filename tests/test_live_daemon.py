@@ -25,7 +25,9 @@ from live.store import Store
 LAB = Path(__file__).resolve().parent.parent / "examples" / "small-lab"
 CTX = multiprocessing.get_context("forkserver")
 CTX.set_forkserver_preload(["live.daemon"])   # when this test starts the fork server: daemons fork ready
-DAEMON = ["schedule-daemon", "--cluster", str(LAB / "cluster.yaml"), "--method", "none", "--time-limit", "1"]
+# a search budget in evaluations and a time limit that never binds: the same decisions whatever the load
+DAEMON = ["schedule-daemon", "--cluster", str(LAB / "cluster.yaml"), "--method", "none", "--time-limit", "60",
+          "--max-evaluations", "400"]
 
 
 def submit(name: str, t: float, size: int, seconds: float) -> dict:
@@ -223,7 +225,7 @@ def test_preemption_in_the_daemon_only_when_allowed(tmp_path, monkeypatch, allow
         evs.append({"id": "c-short", "type": "complete", "time": 160, "job": "short"})
     monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(json.dumps(e) for e in evs) + "\n"))
     log, state = tmp_path / "d.jsonl", tmp_path / "s.db"
-    args = ["schedule-daemon", "--cluster", str(tmp_path / "c.yaml"), "--method", "none", "--time-limit", "1",
+    args = ["schedule-daemon", "--cluster", str(tmp_path / "c.yaml"), "--method", "none", "--time-limit", "60",
             "--state", str(state), "--log", str(log)] + (["--preemption"] if allowed else [])
     assert main(args) == 0
     recs = read_log(log)

@@ -43,12 +43,14 @@ class _Run:
 
 
 class Engine:
-    def __init__(self, inst: Instance):
+    def __init__(self, inst: Instance, resumed: frozenset[int] = frozenset()):
+        """``resumed``: jobs that ran before time 0 (a live state's preempted jobs): their first segment
+        pays ``restart_s`` like any resumed segment."""
         self.inst = inst
         self.cluster = inst.cluster
         n = len(inst.jobs)
         self.progress = [0.0] * n
-        self.segments_started = [0] * n
+        self.segments_started = [1 if j in resumed else 0 for j in range(n)]
         self.completion: list[float | None] = [None] * n
         self.first_start: list[float | None] = [None] * n
         self.gpu_seconds = [0.0] * n            # GPU-time held (attained service, LAS)

@@ -43,11 +43,13 @@ def check_references(inst: Instance, sched: Schedule, source: str = "<schedule>"
 
 
 def replay(inst: Instance, sched: Schedule, source: str = "<schedule>", with_fairness: bool = True,
-           with_metrics: bool = True) -> Replay:
-    """Check ``sched`` and compute its objective, completions and (``with_metrics``) its metrics."""
+           with_metrics: bool = True, resumed: frozenset[str] = frozenset()) -> Replay:
+    """Check ``sched`` and compute its objective, completions and (``with_metrics``) its metrics.
+    ``resumed`` names jobs that ran before time 0 (the live scheduler's preempted jobs): their first
+    segment pays ``restart_s``, as every later segment of a preemptive schedule does."""
     check_references(inst, sched, source)
     try:
-        engine, per_job = _run(inst, sched)
+        engine, per_job = _run(inst, sched, frozenset(inst.index[j] for j in resumed))
     except InvalidSchedule as e:
         return Replay(False, str(e))
     completion = [c for c in engine.completion]
@@ -66,7 +68,7 @@ def replay(inst: Instance, sched: Schedule, source: str = "<schedule>", with_fai
     return Replay(True, None, obj, comp, metrics)
 
 
-def _run(inst: Instance, sched: Schedule) -> tuple[Engine, list[list[Segment]]]:
+def _run(inst: Instance, sched: Schedule, resumed: frozenset[int] = frozenset()) -> tuple[Engine, list[list[Segment]]]:
     per_job: list[list[Segment]] = [[] for _ in inst.jobs]
     for s in sched.segments:
         per_job[inst.index[s.job]].append(s)
@@ -96,7 +98,7 @@ def _run(inst: Instance, sched: Schedule) -> tuple[Engine, list[list[Segment]]]:
                 events.append((s.end, 0, j, k))
     events.sort()
 
-    eng = Engine(inst)
+    eng = Engine(inst, resumed)
     for t, kind, j, k in events:
         eng.pop_completions(t + time_tol(t))
         last = k == len(per_job[j]) - 1

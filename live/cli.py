@@ -52,6 +52,9 @@ def render(plan: Plan, state: LiveState) -> str:
         for r in (head, *rows):
             lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
+    if plan.preempt_now:
+        table("PREEMPT NOW (stop; queued again with the work they have left)", [(n,) for n in plan.preempt_now],
+              ("job",))
     table("START NOW", [(p.job, " ".join(p.gpus), fmt_time(p.end)) for p in plan.start_now],
           ("job", "gpus", "predicted end"))
     table("NEXT (planned)", [(p.job, fmt_time(p.start), " ".join(p.gpus), fmt_time(p.end)) for p in plan.later],

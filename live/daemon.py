@@ -31,11 +31,12 @@ from jctlab.limits import Range
 from jctlab.model import write_json_atomic
 
 from . import events, kube
+from .instance import LiveInstance
 from .options import add_planner_arguments, check_method, check_policies, planner_config
 from .planner import Planner, PlannerConfig
 from .readers import read_cluster
 from .slurm import read_sinfo
-from .store import Store
+from .store import JobChange, Store
 
 
 class Daemon:
@@ -100,13 +101,19 @@ class Daemon:
             self.sync_outputs()
             return True
         plan = self.planner.plan(state, self.plan)
+        stopped: list[JobChange] = []
+        if plan.preempt_now:   # only with --preemption: queued again with the work they have left
+            c = self.planner.config
+            state, stopped = events.preempt(state, plan.preempt_now, LiveInstance(state, c.objective, c.floor_s))
         state, started = events.start(state, plan.start_now)
         decision = {"event": ev.id, "kind": ev.kind, "time": ev.time,
                     "start": [{"job": p.job, "gpus": list(p.gpus), "end": p.end} for p in plan.start_now],
+                    "preempt": list(plan.preempt_now),
                     "error": None, "latency_s": time.perf_counter() - t0, "plan": plan.to_dict()}
         if plan.start_now:
             decision["bindings"] = kube.bindings(plan, state.cluster, self.namespace)
-        self.store.commit_event(ev.id, ev.time, ev.kind, None, changes + started, decision, plan, state.now)
+        self.store.commit_event(ev.id, ev.time, ev.kind, None, changes + stopped + started, decision, plan,
+                                 state.now)
         self.state, self.plan = state, plan
         self.sync_outputs()
         return True

@@ -20,10 +20,11 @@ tick        nothing changes; the daemon re-plans at ``time``
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from jctlab.errors import InputError
 
+from .instance import LiveInstance, preempted_record
 from .readers import Where, number, parse_sizes, parse_time, parse_work, queued_job, running_job
 from .state import LiveState, Placement, RunningJob
 from .store import JobChange
@@ -148,7 +149,18 @@ def start(state: LiveState, placements: tuple[Placement, ...]) -> tuple[LiveStat
     changes = []
     for p in placements:
         q = queued.pop(p.job)
-        r = RunningJob(q.name, q.submit, state.now, tuple(p.gpus), p.end - state.now, state.now, q.work, q.weight)
+        r = RunningJob(q.name, q.submit, state.now, tuple(p.gpus), p.end - state.now, state.now, q.work, q.weight,
+                       q.traits, q.preempted, tuple(p.ps_nodes))
         running.append(r)
         changes.append(JobChange(r.name, "running", r.to_dict()))
     return replace(state, queued=tuple(queued.values()), running=tuple(running)), changes
+
+
+def preempt(state: LiveState, names: Iterable[str], li: LiveInstance) -> tuple[LiveState, list[JobChange]]:
+    """The state once the running jobs ``names`` are stopped (``li``: the live instance of ``state``):
+    each is queued again with the work it has left (:func:`live.instance.preempted_record`)."""
+    stop = set(names)
+    running = [r for r in state.running if r.name not in stop]
+    back = [preempted_record(r, li) for r in state.running if r.name in stop]
+    changes = [JobChange(q.name, "queued", q.to_dict()) for q in back]
+    return replace(state, queued=state.queued + tuple(back), running=tuple(running)), changes

@@ -8,11 +8,14 @@ later than the time limit, whatever the oracle does.
 * ``previous``: the previous plan's order and GPUs for the jobs still queued, new jobs after them
   (earliest completion) — the rolling horizon's warm start.
 
-Each gives an order and allocations that :meth:`LiveInstance.timed` turns into a plan.
+Each is a list (with allocations where the heuristic chose them) that :class:`live.decode.Decoder`
+list-schedules; the improvement phase (:mod:`live.search`) starts from the best of them.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import replace
 from typing import Iterable
 
@@ -21,22 +24,32 @@ from jctlab.errors import InputError
 from jctlab.model import Allocation, Instance
 from jctlab.simulate import Action, PolicyError, Simulator, Start
 
-from .instance import LiveInstance, Timed
+from .decode import Decoded, Decoder, shortest_first
+from .instance import LiveInstance
 from .state import Plan
 
 #: queued jobs arrive this long after the running ones in the simulated copy, so the running jobs take
-#: their own GPUs before any policy sees the queue; :meth:`LiveInstance.timed` moves the starts back to 0
+#: their own GPUs before any policy sees the queue; the decoder moves the starts back to 0
 PIN_EPS = 1e-6
 
 
-class _Pinned:
-    """Starts the running jobs on their own GPUs at time 0, then hands every decision to ``inner``."""
+class _Late(Exception):
+    """The simulated policy ran past the planner's deadline."""
 
-    def __init__(self, inner, pins: dict[int, Allocation]):
+
+class _Pinned:
+    """Starts the running jobs on their own GPUs at time 0, then hands every decision to ``inner``; stops
+    the simulation at ``deadline`` (a ``time.perf_counter()`` instant), so a policy started just before it
+    cannot delay the decision."""
+
+    def __init__(self, inner, pins: dict[int, Allocation], deadline: float = math.inf):
         self.inner = inner
         self.pins = dict(pins)
+        self.deadline = deadline
 
     def decide(self, sim) -> Iterable[Action]:
+        if time.perf_counter() >= self.deadline:
+            raise _Late
         if self.pins:
             out = [Start(j, a) for j, a in self.pins.items()]
             self.pins = {}
@@ -49,41 +62,38 @@ def _shifted(li: LiveInstance) -> Instance:
     return li.instance.replace_jobs(jobs)
 
 
-def simulated(li: LiveInstance, policy: str, seed: int = 0) -> Timed | None:
-    """The plan that online policy ``policy`` makes from the live state, or None when it cannot place
-    the queue (a shape it does not handle). InputError for a policy name the registry does not know."""
+def simulated(li: LiveInstance, dec: Decoder, policy: str, seed: int = 0, deadline: float = math.inf
+              ) -> Decoded | None:
+    """The plan that online policy ``policy`` makes from the live state (its order and allocations), or
+    None when it cannot place the queue (a shape it does not handle) or is not done by ``deadline``.
+    InputError for a policy name the registry does not know."""
     factory = registry.policy_factory(policy)
     if factory is None:
         raise InputError("live planner", "fallbacks", f"unknown policy {policy!r}")
     inst = _shifted(li)
     try:
-        sched, _ = Simulator(inst, _Pinned(factory(inst, seed=seed), li.pins), method=policy).run()
-    except PolicyError:
+        sched, _ = Simulator(inst, _Pinned(factory(inst, seed=seed), li.pins, deadline), method=policy).run()
+    except (PolicyError, _Late):
         return None
-    return li.timed(li.order_of(sched), policy)
+    return dec.decode_pairs(li.order_of(sched))
 
 
-def shortest_first(li: LiveInstance) -> list[int]:
-    """Queued jobs by shortest run time on the empty cluster over weight (WSPT), then queue order."""
-    return sorted(li.queued, key=lambda j: (li.wspt_key(j), j))
+def greedy(li: LiveInstance, dec: Decoder) -> Decoded:
+    return dec.decode(shortest_first(li))
 
 
-def greedy(li: LiveInstance) -> Timed:
-    return li.greedy(shortest_first(li), "greedy")
-
-
-def previous(li: LiveInstance, plan: Plan) -> Timed:
-    """The previous plan's order for the jobs still queued (on the same GPUs), then the new ones."""
+def previous(li: LiveInstance, dec: Decoder, plan: Plan) -> Decoded:
+    """The previous plan's order for the jobs still queued (on the same GPUs where they still may run),
+    then the new ones, shortest first."""
     idx = li.instance.index
     queued = set(li.queued)
-    head, seen = [], set()
+    head: list[tuple[int, Allocation | None]] = []
+    seen: set[int] = set()
     for p in plan.order:
         j = idx.get(p.job)
         if j is None or j not in queued or j in seen:
             continue
-        gpus = tuple(p.gpus)
-        if len(gpus) in li.instance.jobs[j].sizes and all(g in li.usable_set[j] for g in gpus):
-            head.append((j, Allocation(gpus)))
-            seen.add(j)
-    rest = [j for j in shortest_first(li) if j not in seen]
-    return li.greedy(rest, "previous", head=head)
+        alloc = Allocation(tuple(p.gpus), tuple(p.ps_nodes))
+        head.append((j, alloc if li.allowed(j, alloc) else None))
+        seen.add(j)
+    return dec.decode_pairs(head, [j for j in shortest_first(li) if j not in seen])

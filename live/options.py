@@ -7,6 +7,7 @@ import argparse
 from jctlab import argtypes as A
 from jctlab import registry
 from jctlab.errors import InputError
+from jctlab.limits import Range
 from jctlab.model import OBJECTIVES
 
 from .planner import PlannerConfig
@@ -25,13 +26,22 @@ def add_planner_arguments(p: argparse.ArgumentParser) -> None:
                    help="queued jobs the oracle sees (the head of the best heuristic plan)")
     p.add_argument("--solve-when-full", action="store_true",
                    help="solve even when no queued job fits the free GPUs (the decision is then empty anyway)")
+    p.add_argument("--max-evaluations", type=A.integer(0, 10**9), default=None,
+                   help="stop the local search after N plan evaluations (with a time limit that does not bind, "
+                        "the decisions are then the same whatever the machine's load)")
+    p.add_argument("--preemption", action="store_true",
+                   help="allow stopping (and later resuming, or moving) running jobs whose work is known; "
+                        "without it a running job never moves")
+    p.add_argument("--preempt-gain", type=A.number(Range(0, 1)), default=0.01,
+                   help="with --preemption: each stop must lower the plan's objective by this share (default 0.01)")
 
 
 def planner_config(a: argparse.Namespace) -> PlannerConfig:
     fallbacks = tuple(s.strip() for s in a.fallbacks.split(",") if s.strip())
     return PlannerConfig(time_limit=a.time_limit, method=a.method, threads=a.threads, seed=a.seed,
                          objective=a.objective, fallbacks=fallbacks, max_oracle_jobs=a.max_oracle_jobs,
-                         solve_when_full=a.solve_when_full)
+                         solve_when_full=a.solve_when_full, preemption=a.preemption, preempt_gain=a.preempt_gain,
+                         max_evaluations=a.max_evaluations)
 
 
 def check_method(method: str) -> None:

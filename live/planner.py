@@ -3,20 +3,29 @@ time limit.
 
 Each call (:meth:`Planner.plan`):
 
-1. builds the live instance (:mod:`live.instance`: time 0 = now, running jobs pinned on their GPUs);
+1. builds the live instance (:mod:`live.instance`: time 0 = now) and its list scheduler
+   (:class:`live.decode.Decoder`);
 2. computes the fast heuristic plans (:mod:`live.fallback`): the previous plan carried forward (the warm
    start) and the shortest-first greedy;
 3. unless nothing can start now (no queued job fits the free GPUs: the decision is then empty whatever
-   the plan, and the solve is skipped unless ``solve_when_full``), sends the offline oracle
-   (``oracle.methods.solve``) the running jobs and the first ``max_oracle_jobs`` queued jobs of the better
-   of those plans, hinted with it, to a worker process (:mod:`live.worker`);
+   the plan, and the solve is skipped unless ``solve_when_full``; with preemption allowed the solve is
+   skipped only when nothing can start even after stopping every job that may be stopped), sends the
+   offline oracle (``oracle.methods.solve``) the running jobs and the first ``max_oracle_jobs`` queued
+   jobs of the better of those plans, hinted with it, to a worker process (:mod:`live.worker`);
 4. while the worker solves, simulates the configured online policies from the live state;
-5. collects the oracle's answer until the deadline (the worker is killed then), re-times its order and GPUs
-   with the running jobs pinned (the rest of the queue after them, earliest completion), and keeps the
-   candidate with the least replayed objective. The oracle can only improve on the heuristics.
+5. improves the best plan so far by local search (:mod:`live.search`) until the deadline, a local
+   optimum or ``max_evaluations``; when the oracle answers meanwhile, its plan (re-timed with the running
+   jobs in place, the rest of the queue after it) joins the candidates and the search goes on from the
+   better of the two. With ``preemption``, the search may stop running jobs (module :mod:`live.search`:
+   each stop must gain ``preempt_gain`` × the objective);
+6. keeps the candidate with the least replayed objective (ties go to the earlier heuristic: the oracle
+   and the search get the credit only for a strictly better plan); a plan that preempts k jobs is kept only
+   if it is at least k × ``preempt_gain`` better than the best plan that preempts none.
 
-The oracle's lower bound is reported when it saw the whole queue: it bounds every live plan of this
-state (a relaxation, see :mod:`live.instance`); ``status`` is ``optimal`` when the plan meets it.
+The reported lower bound (:mod:`live.bounds`) bounds every plan of the state: the larger of a closed-form
+bound of the whole state and, without preemption, the oracle's bound on its window plus the closed form of
+the rest of the queue; ``status`` is ``optimal`` when the plan meets it, or when the oracle proved optimal a
+plan of the whole queue that keeps every running job in place.
 """
 
 from __future__ import annotations
@@ -26,8 +35,10 @@ from dataclasses import dataclass, field
 
 from jctlab.model import Instance, Schedule
 
-from . import fallback
-from .instance import LiveInstance, Timed
+from . import bounds, fallback
+from .decode import Decoded, Decoder, timed
+from .instance import LiveInstance
+from .search import Budget, improve
 from .state import LiveState, Plan
 from .worker import Answer, OracleRunner
 
@@ -38,9 +49,12 @@ OPTIMAL_RTOL = 1e-6
 @dataclass(frozen=True)
 class PlannerConfig:
     """``time_limit``: seconds from the call to the decision; ``method``: an oracle method
-    (``oracle.methods.solve``) or ``"none"`` for the heuristics alone; ``fallbacks``: online policies
-    whose plans compete (``jctlab simulate --policy`` names); ``reserve_s``: seconds of the limit kept
-    for re-timing the oracle's plan; ``floor_s``: the least remaining time of a running job past its
+    (``oracle.methods.solve``) or ``"none"`` for the heuristics and the search alone; ``fallbacks``: online
+    policies whose plans compete (``jctlab simulate --policy`` names); ``search``: the improvement phase,
+    within ``max_evaluations`` decodings when given (same decisions whatever the load); ``window``: its
+    insertion/swap distance; ``preemption``: the planner may stop (and later resume, or migrate) running
+    jobs when each stop gains more than ``preempt_gain`` × the objective; ``reserve_s``: seconds of the limit
+    kept for replaying the chosen plan; ``floor_s``: the least remaining time of a running job past its
     estimate; ``isolate``: the oracle in a worker process killed at the deadline."""
 
     time_limit: float = 10.0
@@ -51,6 +65,11 @@ class PlannerConfig:
     fallbacks: tuple[str, ...] = ("srtf+packed-sticky", "fifo+packed-sticky")
     max_oracle_jobs: int = 16   # smaller models leave CP-SAT time to improve (dev seeds: docs/live.md)
     solve_when_full: bool = False
+    search: bool = True
+    max_evaluations: int | None = None
+    window: int = 6
+    preemption: bool = False
+    preempt_gain: float = 0.01
     reserve_s: float = 0.25
     floor_s: float = 60.0
     isolate: bool = True
@@ -70,6 +89,7 @@ class Planner:
         if self.oracle is not None:
             self.oracle.start()
         self.solves = 0
+        self.evaluations = 0
 
     def plan(self, state: LiveState, previous: Plan | None = None) -> Plan:
         t0 = time.perf_counter()
@@ -78,57 +98,95 @@ class Planner:
         li = LiveInstance(state, c.objective, c.floor_s)
         if not li.instance.jobs:
             return Plan(state.now, (), (), (), (), 0.0, 0.0, "empty", "optimal", time.perf_counter() - t0, 0.0)
-        cands: dict[str, Timed] = {}
+        dec = Decoder(li)
+        cands: dict[str, Decoded] = {}
         if previous is not None:
-            cands["previous"] = fallback.previous(li, previous)
-        cands["greedy"] = fallback.greedy(li)
-        whole = len(li.queued) <= c.max_oracle_jobs
-        solve = (self.oracle is not None and len(li.queued) > 0 and (c.solve_when_full or li.can_start_now())
+            cands["previous"] = fallback.previous(li, dec, previous)
+        cands["greedy"] = fallback.greedy(li, dec)
+        may_preempt = c.preemption and bool(li.movable)
+        startable = li.can_start_now(li.movable if may_preempt else ())
+        solve = (self.oracle is not None and len(li.queued) > 0 and (c.solve_when_full or startable)
                  and deadline - time.perf_counter() >= c.min_solve_s)
-        if solve:   # the worker solves while the simulated fallbacks are computed here
-            solved, order = self._submit(li, min(cands.values(), key=lambda t: t.objective), deadline)
+        if solve:   # the worker solves while the simulated fallbacks and the search run here
+            first = min(cands.values(), key=lambda d: d.objective)
+            solved, head = self._submit(li, timed(li, first, "hint").schedule, first.order, deadline)
+        least = bounds.least(li)   # the bounds' run times, while the worker solves (tenths of a second at 64 GPUs)
+        lb = bounds.state_bound(li, may_preempt, least)
         for name in c.fallbacks:
             if time.perf_counter() >= deadline:   # the greedy already gave a plan: keep the decision in time
                 break
-            t = fallback.simulated(li, name, c.seed)
-            if t is not None:
-                cands[name] = t
+            d = fallback.simulated(li, dec, name, c.seed, deadline)
+            if d is not None:
+                cands[name] = d
         answer: Answer | None = None
         proven = False
-        if solve:
+
+        def take_answer() -> None:
+            nonlocal answer, proven
             answer = self.oracle.collect(deadline)   # type: ignore[union-attr]
             if answer is not None and answer.schedule is not None:
-                rest = [j for j, _ in order[c.max_oracle_jobs:]]
-                cands[c.method] = li.greedy(rest, c.method, head=li.order_of(answer.schedule))
+                inside = set(head)
+                rest = [j for j in first.order if j not in inside]
+                cands[c.method] = dec.decode_pairs(li.order_of(answer.schedule), rest)
                 # an optimum of the oracle's instance that keeps every running job in place is a live plan,
-                # optimal among live plans too (their objective there grows with the live one)
-                proven = whole and answer.status == "optimal" and li.keeps_pins(answer.schedule)
-        best_name = min(cands, key=lambda k: (cands[k].objective, k == c.method))   # ties: the oracle added nothing
-        best = cands[best_name]
-        lb = None
-        if answer is not None and answer.lower_bound is not None and whole:
-            lb = li.live_bound(solved, answer.lower_bound)   # type: ignore[arg-type]
-        met = lb is not None and best.objective <= lb * (1 + OPTIMAL_RTOL) + 1e-9
-        proven = proven and best.objective <= cands[c.method].objective * (1 + 1e-12)
-        status = "optimal" if met or proven else "feasible"
-        now_, later, running = li.placements(best)
-        return Plan(state.now, now_, later, running, (), best.objective, lb, best_name, status,
-                    time.perf_counter() - t0, li.mean_jct(best), {k: v.objective for k, v in cands.items()})
+                # optimal among plans without preemption too (their objective there grows with the live one)
+                proven = (len(head) == len(li.queued) and answer.status == "optimal" and li.keeps_pins(answer.schedule))
 
-    def _submit(self, li: LiveInstance, best: Timed, deadline: float) -> tuple[Instance, list]:
-        """Send the oracle the running jobs and the head of ``best``'s queue, hinted with ``best``: the
-        instance it solves and ``best``'s queue order (the rest of the queue follows the oracle's plan)."""
+        base = min(cands, key=lambda k: cands[k].objective)
+        if c.search and (startable or c.solve_when_full):
+            budget = Budget(deadline, c.max_evaluations)
+            if solve:   # search until the oracle's answer is due, then from the better plan
+                wait = Budget(min(deadline, time.perf_counter() + self._oracle_limit), c.max_evaluations)
+                res = improve(dec, cands[base], wait, c.window, c.preempt_gain if may_preempt else None)
+                cands[f"{base}+search"] = res.plan
+                take_answer()
+                solve = False
+                base = min(cands, key=lambda k: cands[k].objective)
+            res = improve(dec, cands[base], budget, c.window, c.preempt_gain if may_preempt else None)
+            if res.moves:
+                cands[base if base.endswith("+search") else f"{base}+search"] = res.plan
+        if solve:
+            take_answer()
+        self.evaluations += dec.evaluations
+        best_name = self._choose(cands, li)
+        best = timed(li, cands[best_name], best_name)
+        if answer is not None and answer.lower_bound is not None and not may_preempt:
+            lb = max(lb, bounds.window_bound(li, head, li.queued_part(solved, answer.lower_bound), least))
+        met = best.objective <= lb * (1 + OPTIMAL_RTOL) + 1e-9
+        proven = proven and not best.released and best.objective <= cands[c.method].objective * (1 + 1e-12)
+        status = "optimal" if met or proven else "feasible"
+        now_, later, running = li.placements(best.schedule, best.replay.completion, best.released)
+        names = [li.instance.jobs[r].name for r in sorted(best.released)]
+        return Plan(state.now, now_, later, running, tuple(names), best.objective, lb, best_name, status,
+                    time.perf_counter() - t0, li.mean_jct(best.replay.completion),
+                    {k: v.objective for k, v in cands.items()})
+
+    def _choose(self, cands: dict[str, Decoded], li: LiveInstance) -> str:
+        """The least objective (ties: the first candidate); a plan that preempts k jobs only if it is more
+        than k × preempt_gain below the best plan that preempts none."""
+        keep = {k: d for k, d in cands.items() if not d.released}
+        ref = min(d.objective for d in keep.values())
+        gain = self.config.preempt_gain
+        ok = {k: d for k, d in cands.items()
+              if not d.released or d.objective < ref - len(d.released) * gain * ref}
+        return min(ok, key=lambda k: ok[k].objective)
+
+    def _submit(self, li: LiveInstance, hint_plan: Schedule, order: list[int], deadline: float
+                ) -> tuple[Instance, list[int]]:
+        """Send the oracle the running jobs and the head of ``order`` (the best heuristic plan's list),
+        hinted with that plan: the instance it solves and the queued jobs in it."""
         c = self.config
-        order = li.order_of(best.schedule)
-        sub = li.oracle_instance([j for j, _ in order[:c.max_oracle_jobs]], c.pin_weight)
+        head = order[:c.max_oracle_jobs]
+        sub = li.oracle_instance(head, c.pin_weight)
         names = {job.name for job in sub.jobs}
-        hint = Schedule(sub.name, "live-hint", tuple(s for s in best.schedule.segments if s.job in names))
+        hint = Schedule(sub.name, "live-hint", tuple(s for s in hint_plan.segments if s.job in names))
         # the oracle overruns its limit by its set-up and final replay (0.1-1 s measured at 64 GPUs): ask for
         # less than what is left; the worker is killed at the deadline in any case
         limit = max(c.min_solve_s / 2, c.oracle_share * (deadline - time.perf_counter()) - c.overrun_s)
+        self._oracle_limit = limit + c.overrun_s
         self.solves += 1
         self.oracle.submit(sub, hint, limit)   # type: ignore[union-attr]
-        return sub, order
+        return sub, head
 
     def close(self) -> None:
         if self.oracle is not None:
@@ -139,3 +197,6 @@ class Planner:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+__all__ = ["Planner", "PlannerConfig"]

@@ -246,7 +246,8 @@ def read_cluster(path: str | Path) -> ClusterSpec:
             raise fail(m, field, f"must be a number {'>' if strict else '>='} {lo:g}, got {v!r}")
         return float(v)
 
-    known_top = {"name", "nodes", "intra_node_gbps", "inter_node_gbps", "locality_penalty", "restart_s", "__line__"}
+    known_top = {"name", "nodes", "intra_node_gbps", "inter_node_gbps", "locality_penalty", "restart_s", "qpi_factor",
+                 "__line__"}
     for k in d:
         if k not in known_top:
             raise fail(d, str(k), f"unknown field (known: {', '.join(sorted(known_top - {'__line__'}))})")
@@ -292,7 +293,8 @@ def read_cluster(path: str | Path) -> ClusterSpec:
                        num(d, "intra_node_gbps", "intra_node_gbps", 100.0, strict=True),
                        num(d, "inter_node_gbps", "inter_node_gbps", 25.0, strict=True),
                        num(d, "locality_penalty", "locality_penalty", 1.0, lo=1.0),
-                       num(d, "restart_s", "restart_s", 0.0))
+                       num(d, "restart_s", "restart_s", 0.0),
+                       num(d, "qpi_factor", "qpi_factor", 1.0, lo=1.0))   # SPEC §2: a job whose GPUs span sockets
 
 
 def _csv_records(path: str | Path, known: Iterable[str], required: Iterable[str]) -> list[tuple[int, dict]]:

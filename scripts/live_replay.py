@@ -56,16 +56,20 @@ LOAD = (0.8, 1.3)   # offered load of a slice on its GPUs: queues form, the clus
 WAITING = 0.25      # rule `waiting`: under FIFO+packed, jobs wait on average at least this share of their JCT
 
 
-def default_slices(data_dir: str | None, per_vc: int = 1, rule: str = "load") -> list[str]:
-    """The rules of the module docstring: per virtual cluster, the first ``per_vc`` windows that qualify (on
-    inputs only, or on FIFO's schedule for ``waiting``: nothing here looks at the live loop)."""
+def default_slices(data_dir: str | None, per_vc: int = 1, rule: str = "load", skip: int = 0,
+                   seed_base: int | None = None) -> list[str]:
+    """The rules of the module docstring: per virtual cluster, the first ``per_vc`` windows that qualify after
+    the first ``skip`` that do (on inputs only, or on FIFO's schedule for ``waiting``: nothing here looks at
+    the live loop); job-type seeds from ``seed_base`` (default 10000, 10100 for ``waiting``)."""
+    if seed_base is None:
+        seed_base = 10100 if rule == "waiting" else 10000
     df = read_trace(data_dir=data_dir)
     out = []
     for vc, g in sorted(df.groupby("cluster"), key=lambda x: x[0]):
         if vc == DEV_VC or len(g) < 900:
             continue
         g = g.sort_values(["ts", "duration"], kind="stable")
-        found = 0
+        found = skipped = 0
         for start in range(WINDOW, len(g) - WINDOW + 1, WINDOW):
             w = g.iloc[start:start + WINDOW]
             span = (w.ts.iloc[-1] - w.ts.iloc[0]).total_seconds()
@@ -74,14 +78,16 @@ def default_slices(data_dir: str | None, per_vc: int = 1, rule: str = "load") ->
             if not loads:
                 continue
             gpus = min(loads, key=lambda n: abs(loads[n] - 1.0))
-            spec = f"{vc}:{start}:{WINDOW}:{gpus}:{10000 + len(out) + (100 if rule == 'waiting' else 0)}"
+            spec = f"{vc}:{start}:{WINDOW}:{gpus}:{seed_base + len(out)}"
             if rule == "load":
                 ok = LOAD[0] <= loads[gpus] <= LOAD[1]
             else:
                 inst = build(spec, data_dir)
                 _, rep = simulate(inst, registry.policy_factory("fifo+packed-sticky")(inst), method="fifo")
                 ok = rep.metrics["mean_queueing_delay"] >= WAITING * rep.objective
-            if ok:
+            if ok and skipped < skip:
+                skipped += 1
+            elif ok:
                 out.append(spec)
                 found += 1
                 if found == per_vc:
@@ -119,7 +125,11 @@ def run_slice(spec: str, a: argparse.Namespace) -> dict:
             row["policies"][name + ("/backfill" if backfill else "")] = {"mean_jct": rep.objective,
                                                                         "runtime_s": time.perf_counter() - t}
     for label, method in (("live-heuristics", "none"), ("live", a.method)):
-        pol = live_policy(inst, time_limit=a.time_limit, method=method, max_oracle_jobs=a.max_oracle_jobs)
+        if label == "live" and method == "none":   # the same loop again
+            row["policies"]["live"] = row["policies"]["live-heuristics"]
+            break
+        pol = live_policy(inst, time_limit=a.time_limit, method=method, max_oracle_jobs=a.max_oracle_jobs,
+                          max_evaluations=a.max_evaluations)
         t = time.perf_counter()
         try:
             sched, rep = simulate(inst, pol, method=label)
@@ -132,7 +142,10 @@ def run_slice(spec: str, a: argparse.Namespace) -> dict:
             "oracle_solves": pol.planner.solves,
             "oracle_won": sum(p.source == method for p in pol.plans),
             "latency_p50_s": statistics.median(lat) if lat else None,
-            "latency_max_s": lat[-1] if lat else None}
+            "latency_max_s": lat[-1] if lat else None,
+            # each decision's plan against its state's lower bound (live.bounds: the whole queue, closed form)
+            "plan_gap_mean": statistics.fmean(gaps) if (gaps := [p.objective / p.lower_bound - 1 for p in pol.plans
+                                                                 if p.lower_bound]) else None}
     t = time.perf_counter()
     res = solve(inst, method="auto", time_limit=a.oracle_limit, threads=1)
     row["oracle"] = {"status": res.status, "objective": res.objective, "lower_bound": res.lower_bound,
@@ -142,7 +155,7 @@ def run_slice(spec: str, a: argparse.Namespace) -> dict:
 
 def table(rows: list[dict]) -> str:
     cols = ("slice", "jobs", "GPUs", "load", "FIFO+packed", "SRTF+packed", "best baseline", "live (heuristics)",
-            "live", "live vs best", "oracle LB", "live gap (lb)", "best baseline gap (lb)")
+            "live", "live vs best", "oracle LB", "live gap (lb)", "best baseline gap (lb)", "plan gap (state lb)")
     out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         pol = r["policies"]
@@ -158,8 +171,12 @@ def table(rows: list[dict]) -> str:
                    f"{pol['fifo+packed-sticky']['mean_jct']:.0f} | {pol['srtf+packed-sticky']['mean_jct']:.0f} | "
                    f"{base[best]:.0f} ({best}) | {pol['live-heuristics']['mean_jct']:.0f} | {live:.0f} | "
                    f"{(live - base[best]) / base[best]:+.1%} | {f'{lb:.0f}' if lb else '-'} | {gap(live)} | "
-                   f"{gap(base[best])} |")
+                   f"{gap(base[best])} | {_pct(pol['live'].get('plan_gap_mean'))} |")
     return "\n".join(out)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
 
 
 def main(argv=None) -> int:
@@ -169,13 +186,17 @@ def main(argv=None) -> int:
     ap.add_argument("--slices", nargs="*", default=None, help="VC:INDEX:JOBS:GPUS:SEED (default: the rule above)")
     ap.add_argument("--per-vc", type=int, default=1, help="default slices per virtual cluster")
     ap.add_argument("--rule", choices=("load", "waiting"), default="load", help="how default slices are chosen")
+    ap.add_argument("--skip", type=int, default=0, help="skip the first K qualifying windows per virtual cluster")
+    ap.add_argument("--seed-base", type=int, default=None, help="first job-type seed of the default slices")
+    ap.add_argument("--max-evaluations", type=int, default=None,
+                    help="search budget per decision in decodings (decisions independent of the machine's load)")
     ap.add_argument("--time-limit", type=float, default=2.0, help="per live decision (s)")
     ap.add_argument("--method", default="cpsat")
     ap.add_argument("--max-oracle-jobs", type=int, default=16)
     ap.add_argument("--oracle-limit", type=float, default=300.0, help="offline oracle on the whole slice (s)")
     ap.add_argument("--quick", action="store_true", help="first two slices, 100 jobs, short limits")
     a = ap.parse_args(argv)
-    slices = a.slices or default_slices(a.data_dir, a.per_vc, a.rule)
+    slices = a.slices or default_slices(a.data_dir, a.per_vc, a.rule, a.skip, a.seed_base)
     if a.quick:
         slices = [":".join(s.split(":")[:2] + ["100"] + s.split(":")[3:]) for s in slices[:2]]
         a.time_limit, a.oracle_limit = min(a.time_limit, 1.0), min(a.oracle_limit, 30.0)
@@ -189,6 +210,7 @@ def main(argv=None) -> int:
             continue
         row = run_slice(spec, a)
         row["settings"] = {"time_limit": a.time_limit, "method": a.method, "max_oracle_jobs": a.max_oracle_jobs,
+                           "max_evaluations": a.max_evaluations,
                            "oracle_limit": a.oracle_limit}
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(row, indent=1))

@@ -25,7 +25,9 @@ from live.store import Store
 LAB = Path(__file__).resolve().parent.parent / "examples" / "small-lab"
 CTX = multiprocessing.get_context("forkserver")
 CTX.set_forkserver_preload(["live.daemon"])   # when this test starts the fork server: daemons fork ready
-DAEMON = ["schedule-daemon", "--cluster", str(LAB / "cluster.yaml"), "--method", "none", "--time-limit", "1"]
+# a search budget in evaluations and a time limit that never binds: the same decisions whatever the load
+DAEMON = ["schedule-daemon", "--cluster", str(LAB / "cluster.yaml"), "--method", "none", "--time-limit", "60",
+          "--max-evaluations", "400"]
 
 
 def submit(name: str, t: float, size: int, seconds: float) -> dict:
@@ -210,3 +212,29 @@ def test_spool_directory(tmp_path):
     (spool / "001.json").write_text(json.dumps(submit("a", 0, 2, 600)))
     assert main(args) == 0
     assert read_log(tmp_path / "d.jsonl") == recs
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_preemption_in_the_daemon_only_when_allowed(tmp_path, monkeypatch, allowed):
+    """One GPU: a 60-s job arrives while a 12,000-s one runs. With --preemption the long one is stopped,
+    queued again with the work it has left, and restarted once the short one completes; never otherwise."""
+    (tmp_path / "c.yaml").write_text("name: one\nrestart_s: 30\nnodes:\n  - name: a\n    cpus: 8\n    mem_gb: 64\n"
+                                     "    gpus:\n      - {type: v100, count: 1}\n")
+    evs = [submit("long", 0, 1, 12000), submit("short", 100, 1, 60)]
+    if allowed:   # otherwise "short" never starts here: the long job keeps the GPU
+        evs.append({"id": "c-short", "type": "complete", "time": 160, "job": "short"})
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(json.dumps(e) for e in evs) + "\n"))
+    log, state = tmp_path / "d.jsonl", tmp_path / "s.db"
+    args = ["schedule-daemon", "--cluster", str(tmp_path / "c.yaml"), "--method", "none", "--time-limit", "60",
+            "--state", str(state), "--log", str(log)] + (["--preemption"] if allowed else [])
+    assert main(args) == 0
+    recs = read_log(log)
+    assert [[s["job"] for s in r["start"]] for r in recs] == ([["long"], ["short"], ["long"]] if allowed
+                                                              else [["long"], []])
+    assert [r["preempt"] for r in recs] == ([[], ["long"], []] if allowed else [[], []])
+    st = Store(state).state()
+    if allowed:   # restarted with 11,900 s of work left, plus the restart
+        (r,) = st.running
+        assert r.name == "long" and r.preempted == 1 and r.remaining_s == pytest.approx(11900.0 + 30.0)
+    else:
+        assert [r.name for r in st.running] == ["long"] and [q.name for q in st.queued] == ["short"]

@@ -11,10 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from jctlab.errors import InputError
 from jctlab.model import Allocation
 from jctlab.replay import replay
 from jctlab.simulate import simulate
 from live import synthetic
+from live.decode import Decoder, timed
 from live.instance import LiveInstance
 from live.planner import Planner, PlannerConfig
 from live.policy import factory as live_policy
@@ -22,21 +24,26 @@ from live.state import ClusterSpec, GpuSpec, LiveState, NodeSpec, QueuedJob, Run
 
 
 def check_plan(state: LiveState, plan, objective: str = "mean_jct") -> None:
-    """The rules every emitted plan obeys."""
+    """The rules every emitted plan obeys: a running job stays on its GPUs unless the plan preempts it (only
+    a job whose work is known), and a preempted job is planned again, paying the cluster's restart."""
     li = LiveInstance(state, objective)
     if not li.instance.jobs:     # nothing to plan (an instance needs a job: nothing to replay)
         assert not (plan.running or plan.start_now or plan.later)
         return
-    rep = replay(li.instance, li.schedule_of(plan))
+    released = [li.instance.index[n] for n in plan.preempt_now]
+    assert all(r in li.movable for r in released)
+    rep = replay(li.instance, li.schedule_of(plan), resumed=li.resumed(released))
     assert rep.valid, rep.error
     assert rep.objective == pytest.approx(plan.objective, rel=1e-9)
-    held = {r.name: r.gpus for r in state.running}
+    if plan.lower_bound is not None:
+        assert plan.lower_bound <= plan.objective * (1 + 1e-9)
+    held = {r.name: r.gpus for r in state.running if r.name not in plan.preempt_now}
     assert {p.job: p.gpus for p in plan.running} == held                     # never moved
     assert all(p.start == state.now for p in plan.running + plan.start_now)  # nor delayed
-    busy = state.busy_gpus
+    busy = li.busy(released)
     assert not any(set(p.gpus) & busy for p in plan.start_now)
     placed = [p.job for p in plan.start_now + plan.later]
-    assert sorted(placed) == sorted(q.name for q in state.queued)
+    assert sorted(placed) == sorted([q.name for q in state.queued] + list(plan.preempt_now))
     assert all(p.start >= state.now for p in plan.later)
 
 
@@ -83,11 +90,12 @@ def brute_force(state: LiveState, objective: str) -> float:
     for j in li.queued:
         job = li.instance.jobs[j]
         options.append([Allocation(g) for n in job.sizes for g in itertools.combinations(li.usable[j], n)])
+    dec = Decoder(li)
     best = float("inf")
     for perm in itertools.permutations(range(len(options))):
         for allocs in itertools.product(*(options[k] for k in perm)):
             order = [(li.n_running + k, a) for k, a in zip(perm, allocs)]
-            best = min(best, li.timed(order, "brute").objective)
+            best = min(best, timed(li, dec.decode_pairs(order), "brute").objective)
     return best
 
 
@@ -125,3 +133,60 @@ def test_live_policy_in_the_simulator():
     sched, rep = simulate(inst, pol, method="live")
     assert rep.valid and replay(inst, sched).valid
     assert all(p.running or p.start_now or p.later for p in pol.plans)
+
+
+def _one_gpu(work: Work | None, restart_s: float = 30.0) -> LiveState:
+    """One GPU held by a job with 10,000 s left (of 12,000) when a 60-s job arrives."""
+    cl = ClusterSpec("one", (NodeSpec("a", (GpuSpec(0, "v100"),)),), restart_s=restart_s)
+    return LiveState(cl, 100.0, (QueuedJob("short", 100.0, (1,), Work({"v100": 60.0})),),
+                     (RunningJob("long", 0.0, 0.0, ("a:0",), 10000.0, 100.0, work),))
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_preemption_only_when_allowed(allowed):
+    state = _one_gpu(Work({"v100": 12000.0}))
+    with Planner(PlannerConfig(method="none", floor_s=0.0, preemption=allowed)) as planner:
+        plan = planner.plan(state)
+    check_plan(state, plan)
+    if not allowed:   # the short job waits: (10,000 + 10,060) / 2
+        assert plan.preempt_now == () and [p.job for p in plan.later] == ["short"]
+        assert plan.objective == pytest.approx(10030.0)
+    else:             # short first; long resumes after it and pays the 30-s restart: (60 + 10,090) / 2
+        assert plan.preempt_now == ("long",) and [p.job for p in plan.start_now] == ["short"]
+        assert [(p.job, p.end) for p in plan.later] == [("long", pytest.approx(100.0 + 10090.0))]
+        assert plan.objective == pytest.approx(5075.0)
+
+
+@pytest.mark.parametrize("work,restart_s", [(None, 30.0), (Work({"v100": 12000.0}), 20000.0)])
+def test_no_preemption_without_known_work_or_gain(work, restart_s):
+    """A job whose work is unknown cannot be priced elsewhere; a restart that costs more than it gains."""
+    state = _one_gpu(work, restart_s)
+    with Planner(PlannerConfig(method="none", floor_s=0.0, preemption=True)) as planner:
+        plan = planner.plan(state)
+    check_plan(state, plan)
+    assert plan.preempt_now == () and [p.job for p in plan.running] == ["long"]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 9999), queued=st.integers(1, 10), running=st.integers(1, 8))
+def test_plans_with_preemption_replay(seed, queued, running):
+    state = synthetic.state(seed, 2, 4, queued, running, ("v100", "p100"))
+    state = replace(state, cluster=replace(state.cluster, restart_s=20.0))
+    with Planner(PlannerConfig(time_limit=5, method="none", preemption=True, max_evaluations=2000)) as planner:
+        check_plan(state, planner.plan(state))
+
+
+def test_live_policy_preempts_only_on_preemptive_instances():
+    state = synthetic.state(11, nodes=1, gpus_per_node=2, queued=10, running=0)
+    base = LiveInstance(state).instance
+    jobs = [replace(j, arrival=120.0 * k) for k, j in enumerate(base.jobs)]
+    with pytest.raises(InputError):
+        live_policy(base.replace_jobs(jobs), preemption=True)
+    cluster = replace(base.cluster, restart_s=10.0)
+    inst = replace(base.replace_jobs(jobs), problem="preemptive", cluster=cluster)
+    for allowed in (False, True):
+        pol = live_policy(inst, time_limit=2.0, method="none", preemption=allowed, max_evaluations=2000)
+        sched, rep = simulate(inst, pol, method="live")
+        assert rep.valid and replay(inst, sched).valid
+        stops = sum(len(p.preempt_now) for p in pol.plans)
+        assert len(sched.segments) == len(jobs) + stops and (stops > 0) == allowed   # seed 11: one job is stopped

@@ -10,9 +10,11 @@ import pytest
 
 from jctlab.cli import main
 from live import kube
+from live.instance import LiveInstance
+from live.planner import Planner, PlannerConfig
 from live.readers import read_cluster, read_queue, read_running
 from live.slurm import expand_hostlist, parse_gres, read_sinfo, read_squeue
-from live.state import Placement, Plan
+from live.state import LiveState, Placement, Plan, QueuedJob, Work
 
 EX = Path(__file__).resolve().parent.parent / "examples"
 LAB = EX / "small-lab"
@@ -129,3 +131,20 @@ def test_schedule_cli_on_the_examples(tmp_path, capsys):
                str(EX / "slurm" / "squeue.json"), "--method", "none", "--time-limit", "2"])
     text = capsys.readouterr().out
     assert rc == 0 and "START NOW" in text and "4101" in text
+
+
+def test_qpi_factor_prices_a_job_across_sockets(tmp_path):
+    """``qpi_factor`` (SPEC §2) is read from the cluster file and the planner keeps a 2-GPU job on one socket."""
+    path = tmp_path / "c.yaml"
+    gpus = "".join(f"      - {{type: v100, socket: {k % 2}}}\n" for k in range(4))   # a:0 and a:2 on socket 0
+    path.write_text("name: q\nqpi_factor: 1.5\nnodes:\n  - name: a\n    gpus:\n" + gpus)
+    cl = read_cluster(path)
+    assert cl.qpi_factor == 1.5
+    state = LiveState(cl, 0.0, (QueuedJob("j", 0.0, (2,), Work({"v100": 1000.0}, comm_mb=100.0)),), ())
+    with Planner(PlannerConfig(method="none")) as planner:
+        (p,) = planner.plan(state).start_now
+    sockets = {g.socket for g in cl.nodes[0].gpus if f"a:{g.index}" in p.gpus}
+    assert len(sockets) == 1 and LiveInstance(state).instance.cluster.qpi_factor == 1.5
+    path.write_text(path.read_text().replace("1.5", "0.5"))
+    with pytest.raises(Exception, match="qpi_factor"):
+        read_cluster(path)

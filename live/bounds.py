@@ -4,7 +4,7 @@ queue, and the part of it outside the oracle's window when it saw some.
 
 Notation: M GPUs; a running job r kept on its n_r GPUs ends at e_r (its pinned end); for every other job j
 (queued, or running but preempted), p_j is a proven least run time over all its allocations
-(:func:`formulations.offline_candidates.p_min`: every allocation maps onto a relaxed class that is no
+(:func:`formulations.offline.classes.p_min`: every allocation maps onto a relaxed class that is no
 slower) and a_j its least GPU-time (the least n × duration over those classes), both plus ``restart_s``
 (× n for a_j) for a job that pays a restart: while restarting it holds its GPUs.
 
@@ -33,7 +33,8 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
-from formulations import offline_candidates as oc
+from formulations.offline.classes import class_options
+from formulations.offline.options import Option
 
 from .instance import LiveInstance
 
@@ -42,7 +43,7 @@ def least(li: LiveInstance) -> tuple[list[float], list[float]]:
     """(p_j, a_j) of every job of the live instance, with the restart of the jobs that pay one when
     they start again (queued jobs preempted earlier; running jobs, should they be preempted)."""
     inst = li.instance
-    opts = oc.class_options(inst)
+    opts = class_options(inst)
     p, a = [], []
     for j, ol in enumerate(opts):
         restart = li.restart_s if (j in li.pending or j < li.n_running) else 0.0
@@ -51,7 +52,7 @@ def least(li: LiveInstance) -> tuple[list[float], list[float]]:
     return p, a
 
 
-def _count(o: oc.Option) -> int:
+def _count(o: Option) -> int:
     """GPUs of a relaxed class (("node", name, n) or ("spread", n, ...))."""
     return int(o.cls[2] if o.cls[0] == "node" else o.cls[1])   # type: ignore[index]
 

@@ -243,7 +243,7 @@ class LiveInstance:
     def p_min(self) -> list[float]:
         """Per job, its run time on the empty cluster (no restart) on the best of a few allocations per
         size (the fastest usable GPUs of each node, and of the cluster): the order key of the shortest-first
-        heuristics (the bounds use :func:`formulations.offline_candidates.p_min`, a proven one)."""
+        heuristics (the bounds use :func:`formulations.offline.classes.p_min`, a proven one)."""
         cl = self.instance.cluster
         out = []
         for j, job in enumerate(self.instance.jobs):

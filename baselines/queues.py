@@ -16,6 +16,13 @@ so every order is deterministic.
 
 Work estimates come from :mod:`jctlab.speed` through :class:`jctlab.metrics.ReferenceDurations` (best
 single-type allocation of the job's size on the cluster without variability), computed once.
+
+Every key ends with the job index, so keys are unique and sorting the keys sorts the jobs.
+:meth:`Queue.order` is the definition (sort every job by its key); :meth:`Queue.order_live` returns
+the same list at each decision while computing only the keys that can have changed: a waiting job's
+key is fixed until it runs again (its attained service and remaining work change only while it
+runs), and for ``fifo`` and ``sjf`` every job's key is fixed, so those keys live in a sorted list
+updated by the jobs that arrived, started, stopped or completed since the last decision.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from dataclasses import replace
 from typing import Iterable, Sequence
 
 import numpy as np
+from sortedcontainers import SortedList
 
 from jctlab.metrics import ReferenceDurations, strip_variability
 from jctlab.model import Instance
@@ -42,12 +50,15 @@ def rigid_size(job, n_usable: int) -> int:
 
 class Queue:
     name = "queue"
+    static = True       # a job's key never changes (else only while it waits)
 
     def __init__(self, inst: Instance, sizes: Sequence[int]):
         self.inst = inst
         self.sizes = sizes
         self.arrival = [j.arrival for j in inst.jobs]
         self._work: list[float] | None = None
+        self._keys: dict[int, tuple] = {}        # order_live: the kept keys, and the same sorted
+        self._sorted = SortedList()
 
     # total work in GPU-seconds, lazily (FIFO never needs it)
     @property
@@ -67,6 +78,25 @@ class Queue:
     def order(self, sim, jobs: Iterable[int]) -> list[int]:
         return sorted(jobs, key=lambda j: self.key(sim, j))
 
+    def order_live(self, sim, with_running: bool) -> list[int]:
+        """``order(sim, waiting jobs [+ running jobs])``, keeping keys between calls. The caller calls it
+        at every decision that starts or preempts jobs (so a job seen waiting twice has not run in
+        between)."""
+        waiting, running = sim.waiting, sim.engine.running
+        kept, srt = self._keys, self._sorted
+        live = waiting.keys() | running.keys() if self.static and with_running else waiting.keys()
+        for j in kept.keys() - live:
+            srt.remove(kept.pop(j))
+        for j in live - kept.keys():
+            k = kept[j] = self.key(sim, j)
+            srt.add(k)
+        if self.static or not with_running:
+            return [k[-1] for k in srt]
+        keys = list(srt)
+        keys.extend([self.key(sim, j) for j in running])
+        keys.sort()          # one sorted run and a short tail: linear
+        return [k[-1] for k in keys]
+
 
 class Fifo(Queue):
     name = "fifo"
@@ -81,6 +111,7 @@ class Sjf(Queue):
 
 class Srtf(Queue):
     name = "srtf"
+    static = False
 
     def key(self, sim, j):
         it = self.inst.jobs[j].iterations
@@ -92,6 +123,7 @@ class Las(Queue):
     """Tiresias' discretized 2D-LAS."""
 
     name = "las"
+    static = False
 
     def __init__(self, inst, sizes, thresholds: Sequence[float] | None = None):
         super().__init__(inst, sizes)
@@ -110,6 +142,7 @@ class Las(Queue):
 
 class Gittins(Queue):
     name = "gittins"
+    static = False
 
     def __init__(self, inst, sizes, points: int = 32):
         super().__init__(inst, sizes)

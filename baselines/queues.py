@@ -154,32 +154,38 @@ class Gittins(Queue):
         self._dist = s
         self._prefix = np.concatenate([[0.0], np.cumsum(s)])
         self._memo: dict[float, float] = {}
+        self._tails: dict[int, tuple[np.ndarray, ...]] = {}
+
+    def _tail(self, i0: int) -> tuple[np.ndarray, ...]:
+        """What the index of every attained service in [s[i0-1], s[i0]) shares: the candidate ends x
+        (quantiles of the surviving works), and per x the work finished by x (less the attained part),
+        how many finish and how many survive."""
+        t = self._tails.get(i0)
+        if t is None:
+            s, pre = self._dist, self._prefix
+            qs = np.unique(np.quantile(s[i0:], np.linspace(0, 1, self.points)))
+            k = np.searchsorted(s, qs, side="right")
+            t = self._tails[i0] = (qs, pre[k] - pre[i0], (k - i0).astype(float), (len(s) - k).astype(float))
+        return t
 
     def index(self, a: float) -> float:
-        """Gittins index of a job with attained service a: max over Δ of P(S-a ≤ Δ | S>a) / E[min(S-a, Δ) | S>a]."""
+        """Gittins index of a job with attained service a: max over Δ of P(S-a ≤ Δ | S>a) / E[min(S-a, Δ) | S>a],
+        Δ = x - a over the quantiles x of the surviving works."""
         if self._dist is None:
             self._prep()
-        s, pre = self._dist, self._prefix
         a = float(a)
         hit = self._memo.get(a)
         if hit is not None:
             return hit
+        s = self._dist
         i0 = int(np.searchsorted(s, a, side="right"))
-        m = len(s) - i0
-        if m <= 0:
+        if len(s) - i0 <= 0:
             return float("inf")   # outlived every known job: finish it
-        tail = s[i0:]
-        qs = np.unique(np.quantile(tail, np.linspace(0, 1, self.points)))
-        best = 0.0
-        for x in qs:                       # x = a + Δ
-            delta = x - a
-            if delta <= 0:
-                continue
-            k = int(np.searchsorted(s, x, side="right"))
-            done = k - i0
-            e = (pre[k] - pre[i0] - done * a) + (len(s) - k) * delta
-            if e > 0:
-                best = max(best, done / e)
+        qs, finished, done, alive = self._tail(i0)
+        delta = qs - a
+        e = (finished - done * a) + alive * delta     # E[min(S-a, Δ)] · survivors
+        ok = (delta > 0) & (e > 0)
+        best = float((done[ok] / e[ok]).max()) if ok.any() else 0.0
         if len(self._memo) < 100000:
             self._memo[a] = best
         return best

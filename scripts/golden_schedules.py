@@ -140,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-data", action="store_true", help="synthetic instances only")
     ap.add_argument("--instances", default="*", help="glob on instance names (comma list)")
     ap.add_argument("--policies", default="*", help="glob on policy names (comma list)")
+    ap.add_argument("--log", type=Path, default=None,
+                    help="with --check: append each comparison here as it is made (JSONL)")
     a = ap.parse_args(argv)
     data = None if a.no_data else (a.data_dir or default_data_dir())
     pick_i = a.instances.split(",")
@@ -170,8 +172,15 @@ def main(argv: list[str] | None = None) -> int:
             checked += 1
             t_old += old["wall_s"]
             t_new += r["wall_s"]
-            if r["hash"] != old["hash"]:
+            same = r["hash"] == old["hash"]
+            if not same:
                 bad.append((i, p, old.get("objective"), r["objective"], r["hash"][:60]))
+                tqdm.write(f"DIFFERENT {i} {p}", file=sys.stderr)
+            if a.log is not None:
+                with a.log.open("a") as fh:
+                    fh.write(json.dumps({"instance": i, "policy": p, "identical": same, "objective": r["objective"],
+                                         "recorded_objective": old.get("objective"), "wall_s": r["wall_s"],
+                                         "recorded_wall_s": old["wall_s"]}) + "\n")
     if a.check is not None:
         for i, p, o1, o2, h in bad:
             print(f"DIFFERENT {i} {p}: objective {o1} -> {o2} ({h})")

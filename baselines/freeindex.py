@@ -85,21 +85,19 @@ class Scheme:
         acc = 0
         for b in range(self.K):
             c = (free & masks[b]).bit_count()
-            old = cell[b]
-            if c != old:
-                row = self.cell_nodes[b]
-                row[old] ^= bit
-                row[c] |= bit
-                cell[b] = c
-                self.bin_total[b] += c - old
             acc += c
-            old = pre[b]
-            if acc != old:
-                row = self.pre_nodes[b]
-                row[old] ^= bit
-                row[acc] |= bit
-                pre[b] = acc
-                self.pre_total[b] += acc - old
+            _recount(self.cell_nodes[b], cell, self.bin_total, b, bit, c)
+            _recount(self.pre_nodes[b], pre, self.pre_total, b, bit, acc)
+
+
+def _recount(nodes_by_count: list[int], counts: list[int], totals: list[int], b: int, bit: int, c: int) -> None:
+    """Bin b of the node ``bit`` now holds c free GPUs: move the node to count c's mask, keep the total."""
+    old = counts[b]
+    if c != old:
+        nodes_by_count[old] ^= bit
+        nodes_by_count[c] |= bit
+        counts[b] = c
+        totals[b] += c - old
 
 
 class FlatScheme:

@@ -200,7 +200,7 @@ def plot(rows: list[dict], path: Path, version: str | None) -> None:
                     continue
                 if r["status"] == "ok":
                     xs.append(int(s.split("x")[0]))
-                    ys.append(r["wall_s"])
+                    ys.append(r["cpu_s"])
                 elif r["status"] == "timeout" and cut is None:
                     cut = (int(s.split("x")[0]), r["timeout_s"])
             if not xs and cut is None:
@@ -216,8 +216,9 @@ def plot(rows: list[dict], path: Path, version: str | None) -> None:
     for ax in axes[1]:
         ax.set_xlabel("jobs (Philly prefix; 512, 512, 2,048, 4,096 GPUs)")
     for ax in axes[:, 0]:
-        ax.set_ylabel("whole-process wall time (s)")
-    fig.suptitle(f"jctlab simulate on Philly instances ({version}); ▲ = timed out at that size", fontsize=11)
+        ax.set_ylabel("whole-process CPU seconds (user + system)")
+    fig.suptitle(f"jctlab simulate on Philly instances ({version}); ▲ = ran out of wall time at that size; "
+                 "a line that stops went past the CPU cap", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

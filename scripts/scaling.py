@@ -176,6 +176,7 @@ def write_csv(rows: list[dict], path: Path) -> None:
 
 def plot(rows: list[dict], path: Path, version: str | None) -> None:
     import matplotlib          # only the plotting step needs it
+    import matplotlib.ticker
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -210,6 +211,7 @@ def plot(rows: list[dict], path: Path, version: str | None) -> None:
                 ax.plot([cut[0]], [cut[1]], marker="^", color=line.get_color(), ms=7)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_title(title, fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=6, ncol=2)

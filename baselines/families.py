@@ -14,6 +14,7 @@ node and slowdown, ``node`` = free GPUs of the node).
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Annotated, Callable
 
 from jctlab.argtypes import Choice, Listed, RoundS
@@ -48,9 +49,10 @@ def sizes_of(inst: Instance) -> list[int]:
     cl = inst.cluster
     cpus = sum(nd.cpus for nd in cl.nodes)
     fair = min(nd.fair_cpus for nd in cl.nodes)      # the counting rule of the oracles' job_infeasible
+    per_type = Counter(g.type for g in cl.gpus)
     out = []
     for job in inst.jobs:
-        usable = sum(1 for g in cl.gpus if job.can_use(g.type))
+        usable = sum(c for t, c in per_type.items() if job.can_use(t))
         if job.ps is not None and fair > 0:
             usable = min(usable, int((cpus - job.ps.ps_cpus + 1e-9) // fair))
         out.append(rigid_size(job, usable))
@@ -58,14 +60,16 @@ def sizes_of(inst: Instance) -> list[int]:
 
 
 def build(queue: str, placement: str, inst: Instance, seed: int = 0, round_s: float = 360.0, lam: float | None = None,
-          thresholds=None, backfill=False, locality: str = "sf-node"):
+          thresholds=None, backfill=False, locality: str = "sf-node", index: bool = True):
+    """The policy; ``index=False`` places by scanning the free GPUs (the placements' definition, slow on
+    large clusters) instead of the maintained index; both emit the same schedule."""
     sizes = sizes_of(inst)
     q = make_queue(queue, inst, sizes, _floats(thresholds))
     p, sticky = make_placement(placement, inst, int(seed), None if lam is None else float(lam), locality)
     if inst.problem == "preemptive":
-        pol = RoundPolicy(inst, q, p, sizes, sticky, float(round_s))
+        pol = RoundPolicy(inst, q, p, sizes, sticky, float(round_s), index)
     else:
-        pol = EventPolicy(inst, q, p, sizes, _bool(backfill))
+        pol = EventPolicy(inst, q, p, sizes, _bool(backfill), index)
     pol.name = f"{queue}+{placement}"
     return pol
 

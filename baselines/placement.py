@@ -18,6 +18,12 @@ types the job can use, and returns ``n`` GPU ids or ``None``.
 
 Sticky/non-sticky is a property of the round mechanism (:mod:`baselines.rounds`); the placement
 names carry it (``packed-sticky``...). PM-First and PAL are non-sticky, as in the artifact.
+
+Each rule has two implementations: ``place`` scans a map node -> free GPUs (the definition, short and
+plain; used where a job may use only some GPU types or parameter servers hold CPUs), and
+``place_indexed`` asks a maintained :class:`baselines.freeindex.FreeIndex` the same question in time
+independent of the number of free GPUs. Both return the same GPUs in the same order
+(``tests/test_freeindex.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from collections import Counter
 from typing import Mapping, Sequence
 
 from jctlab.model import Instance
+
+from .freeindex import FreeIndex
 
 Free = Mapping[str, Sequence[str]]
 
@@ -38,6 +46,7 @@ def gpu_order(inst: Instance) -> dict[str, int]:
 class Placement:
     name = "placement"
     class_sort = False     # PAL/PM-First: stable-sort the queue prefix that fits by class A..D
+    deterministic = True   # the choice depends on the free GPUs only (not on a random stream)
 
     def __init__(self, inst: Instance, seed: int = 0):
         self.inst = inst
@@ -45,6 +54,14 @@ class Placement:
         self.node_of = {g.id: g.node for g in inst.cluster.gpus}
 
     def place(self, j: int, n: int, free: Free) -> list[str] | None:
+        raise NotImplementedError
+
+    def index(self) -> FreeIndex:
+        """A fresh index (every GPU free) with what :meth:`place_indexed` queries."""
+        return FreeIndex(self.inst.cluster)
+
+    def place_indexed(self, j: int, n: int, idx: FreeIndex) -> list[str] | None:
+        """:meth:`place` on every free GPU of ``idx``."""
         raise NotImplementedError
 
 
@@ -72,9 +89,23 @@ class Packed(Placement):
             cnt[node] -= k
         return out
 
+    def place_indexed(self, j, n, idx):
+        v = idx.first_node_with(n)
+        if v is not None:
+            return idx.gpus_of(v, idx.free[v], n)
+        if idx.total < n:
+            return None
+        out: list[str] = []
+        for v in idx.nodes_by_count_desc():
+            out.extend(idx.gpus_of(v, idx.free[v], n - len(out)))
+            if len(out) == n:
+                return out
+        return None   # unreachable: total >= n
+
 
 class Random(Placement):
     name = "random"
+    deterministic = False
 
     def __init__(self, inst, seed=0):
         super().__init__(inst, seed)
@@ -86,6 +117,15 @@ class Random(Placement):
             return None
         return self.rng.sample(pool, n)
 
+    def index(self):
+        return FreeIndex(self.inst.cluster, ranked=True)
+
+    def place_indexed(self, j, n, idx):
+        if idx.total < n:
+            return None
+        # random.sample draws the same positions from any population of this length
+        return [idx.nth_free(k) for k in self.rng.sample(range(idx.total), n)]
+
 
 class Bins:
     """PAL's per-class slowdown factors of every GPU (k-means bins, centre / median centre).
@@ -95,7 +135,7 @@ class Bins:
     """
 
     def __init__(self, inst: Instance, clusters: int = 2, outlier_sigma: float = 3.0):
-        from jctlab.loaders.pal import bins
+        from jctlab.loaders.pal import bins as kmeans_bins   # here: the loaders import pandas
 
         gpus = inst.cluster.gpus
         classes = sorted({c for j in inst.jobs if (c := j.job_class) is not None})
@@ -105,7 +145,7 @@ class Bins:
             if len(set(vals)) <= 1:
                 self.sf[c] = {g.id: 1.0 for g in gpus}
                 continue
-            factors, assign = bins(vals, clusters, outlier_sigma)
+            factors, assign = kmeans_bins(vals, clusters, outlier_sigma)
             self.sf[c] = {g.id: factors[a] for g, a in zip(gpus, assign)}
         self.flat = {g.id: 1.0 for g in gpus}
 
@@ -123,6 +163,23 @@ class PMFirst(Placement):
         if locality not in ("sf-node", "node"):
             raise ValueError("locality must be 'sf-node' or 'node'")
         self.locality = locality
+        self._schemes: tuple[FreeIndex, dict] | None = None
+
+    def index(self):
+        gpus = self.inst.cluster.gpus
+        vecs = [[sf[g.id] for g in gpus] for sf in list(self.bins.sf.values()) + [self.bins.flat]]
+        return FreeIndex(self.inst.cluster, vecs)
+
+    def scheme(self, idx: FreeIndex, job_class: str | None):
+        """The index's scheme for this class's slowdown vector (cached per index)."""
+        cache = self._schemes
+        if cache is None or cache[0] is not idx:
+            cache = self._schemes = (idx, {})
+        s = cache[1].get(job_class)
+        if s is None:
+            sf = self.bins.of(job_class)
+            s = cache[1][job_class] = idx.scheme([sf[g.id] for g in self.inst.cluster.gpus])
+        return s
 
     def pmfirst(self, cand: list[str], n: int, sf: Mapping[str, float]) -> list[str] | None:
         """PM-First over candidate GPUs (in GPU order): by slowdown, then best-match locality."""
@@ -141,6 +198,10 @@ class PMFirst(Placement):
     def place(self, j, n, free):
         sf = self.bins.of(self.inst.jobs[j].job_class)
         return self.pmfirst([g for gl in free.values() for g in gl], n, sf)
+
+    def place_indexed(self, j, n, idx):
+        s = self.scheme(idx, self.inst.jobs[j].job_class)
+        return idx.pmfirst(s, n, s.K - 1, self.locality == "node")
 
 
 class PAL(PMFirst):
@@ -197,6 +258,24 @@ class PAL(PMFirst):
                 q = [g for g in cand if sf[g] <= s]
                 if len(q) >= n:
                     return self.pmfirst(q, n, sf)
+        return None
+
+    def place_indexed(self, j, n, idx):
+        c = self.inst.jobs[j].job_class
+        sc = self.scheme(idx, c)
+        if idx.total < n:
+            return None
+        node_loc = self.locality == "node"
+        if not (1 < n <= self.gpn):
+            return idx.pmfirst(sc, n, sc.K - 1, node_loc)
+        for s, within, _ in self.options(c):
+            top = sc.pos[s]
+            if within:
+                got = idx.within(sc, n, top)
+                if got is not None:
+                    return got
+            elif sc.pre_total[top] >= n:
+                return idx.pmfirst(sc, n, top, node_loc)
         return None
 
 

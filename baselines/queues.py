@@ -16,6 +16,13 @@ so every order is deterministic.
 
 Work estimates come from :mod:`jctlab.speed` through :class:`jctlab.metrics.ReferenceDurations` (best
 single-type allocation of the job's size on the cluster without variability), computed once.
+
+Every key ends with the job index, so keys are unique and sorting the keys sorts the jobs.
+:meth:`Queue.order` is the definition (sort every job by its key); :meth:`Queue.order_live` returns
+the same list at each decision while computing only the keys that can have changed: a waiting job's
+key is fixed until it runs again (its attained service and remaining work change only while it
+runs), and for ``fifo`` and ``sjf`` every job's key is fixed, so those keys live in a sorted list
+updated by the jobs that arrived, started, stopped or completed since the last decision.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from dataclasses import replace
 from typing import Iterable, Sequence
 
 import numpy as np
+from sortedcontainers import SortedList
 
 from jctlab.metrics import ReferenceDurations, strip_variability
 from jctlab.model import Instance
@@ -42,12 +50,15 @@ def rigid_size(job, n_usable: int) -> int:
 
 class Queue:
     name = "queue"
+    static = True       # a job's key never changes (else only while it waits)
 
     def __init__(self, inst: Instance, sizes: Sequence[int]):
         self.inst = inst
         self.sizes = sizes
         self.arrival = [j.arrival for j in inst.jobs]
         self._work: list[float] | None = None
+        self._keys: dict[int, tuple] = {}        # order_live: the kept keys, and the same sorted
+        self._sorted = SortedList()
 
     # total work in GPU-seconds, lazily (FIFO never needs it)
     @property
@@ -67,6 +78,25 @@ class Queue:
     def order(self, sim, jobs: Iterable[int]) -> list[int]:
         return sorted(jobs, key=lambda j: self.key(sim, j))
 
+    def order_live(self, sim, with_running: bool) -> list[int]:
+        """``order(sim, waiting jobs [+ running jobs])``, keeping keys between calls. The caller calls it
+        at every decision that starts or preempts jobs (so a job seen waiting twice has not run in
+        between)."""
+        waiting, running = sim.waiting, sim.engine.running
+        kept, srt = self._keys, self._sorted
+        live = waiting.keys() | running.keys() if self.static and with_running else waiting.keys()
+        for j in kept.keys() - live:
+            srt.remove(kept.pop(j))
+        for j in live - kept.keys():
+            k = kept[j] = self.key(sim, j)
+            srt.add(k)
+        if self.static or not with_running:
+            return [k[-1] for k in srt]
+        keys = list(srt)
+        keys.extend([self.key(sim, j) for j in running])
+        keys.sort()          # one sorted run and a short tail: linear
+        return [k[-1] for k in keys]
+
 
 class Fifo(Queue):
     name = "fifo"
@@ -81,6 +111,7 @@ class Sjf(Queue):
 
 class Srtf(Queue):
     name = "srtf"
+    static = False
 
     def key(self, sim, j):
         it = self.inst.jobs[j].iterations
@@ -92,6 +123,7 @@ class Las(Queue):
     """Tiresias' discretized 2D-LAS."""
 
     name = "las"
+    static = False
 
     def __init__(self, inst, sizes, thresholds: Sequence[float] | None = None):
         super().__init__(inst, sizes)
@@ -110,6 +142,7 @@ class Las(Queue):
 
 class Gittins(Queue):
     name = "gittins"
+    static = False
 
     def __init__(self, inst, sizes, points: int = 32):
         super().__init__(inst, sizes)
@@ -121,32 +154,38 @@ class Gittins(Queue):
         self._dist = s
         self._prefix = np.concatenate([[0.0], np.cumsum(s)])
         self._memo: dict[float, float] = {}
+        self._tails: dict[int, tuple[np.ndarray, ...]] = {}
+
+    def _tail(self, i0: int) -> tuple[np.ndarray, ...]:
+        """What the index of every attained service in [s[i0-1], s[i0]) shares: the candidate ends x
+        (quantiles of the surviving works), and per x the work finished by x (less the attained part),
+        how many finish and how many survive."""
+        t = self._tails.get(i0)
+        if t is None:
+            s, pre = self._dist, self._prefix
+            qs = np.unique(np.quantile(s[i0:], np.linspace(0, 1, self.points)))
+            k = np.searchsorted(s, qs, side="right")
+            t = self._tails[i0] = (qs, pre[k] - pre[i0], (k - i0).astype(float), (len(s) - k).astype(float))
+        return t
 
     def index(self, a: float) -> float:
-        """Gittins index of a job with attained service a: max over Δ of P(S-a ≤ Δ | S>a) / E[min(S-a, Δ) | S>a]."""
+        """Gittins index of a job with attained service a: max over Δ of P(S-a ≤ Δ | S>a) / E[min(S-a, Δ) | S>a],
+        Δ = x - a over the quantiles x of the surviving works."""
         if self._dist is None:
             self._prep()
-        s, pre = self._dist, self._prefix
         a = float(a)
         hit = self._memo.get(a)
         if hit is not None:
             return hit
+        s = self._dist
         i0 = int(np.searchsorted(s, a, side="right"))
-        m = len(s) - i0
-        if m <= 0:
+        if len(s) - i0 <= 0:
             return float("inf")   # outlived every known job: finish it
-        tail = s[i0:]
-        qs = np.unique(np.quantile(tail, np.linspace(0, 1, self.points)))
-        best = 0.0
-        for x in qs:                       # x = a + Δ
-            delta = x - a
-            if delta <= 0:
-                continue
-            k = int(np.searchsorted(s, x, side="right"))
-            done = k - i0
-            e = (pre[k] - pre[i0] - done * a) + (len(s) - k) * delta
-            if e > 0:
-                best = max(best, done / e)
+        qs, finished, done, alive = self._tail(i0)
+        delta = qs - a
+        e = (finished - done * a) + alive * delta     # E[min(S-a, Δ)] · survivors
+        ok = (delta > 0) & (e > 0)
+        best = float((done[ok] / e[ok]).max()) if ok.any() else 0.0
         if len(self._memo) < 100000:
             self._memo[a] = best
         return best

@@ -13,188 +13,135 @@ orders every active job (waiting and running) by its queue, then:
   not fit, running jobs of lower priority are preempted, lowest first, until it fits; the walk stops
   at the first job that cannot be placed even so.
 
-Restart costs are the engine's (``cluster.restart_s`` on every resumed segment). Per round the work is
-O(active jobs · log) for the order plus O(GPUs) per placed job.
+Restart costs are the engine's (``cluster.restart_s`` on every resumed segment).
+
+Cost per round: O(active jobs · log) for the order, plus the placements, each in time independent of
+the number of free GPUs (:mod:`baselines.freeindex`). Non-sticky rounds with a deterministic placement
+(all but random) place only the jobs after the first change: job k's GPUs depend only on the jobs
+placed before it (every round starts from an empty cluster), so when the order begins with the same
+jobs as the last round's walk, those jobs get the same GPUs again; the walk gives back the last
+round's placements from the first difference on and goes on from there. When the order is unchanged
+up to and including the job that stopped the last walk, nothing is placed at all.
 """
 
 from __future__ import annotations
 
-from typing import Iterable
-
 from jctlab.model import Allocation, Instance
-from jctlab.resources import node_demand, ps_placement, with_cpu_room
 from jctlab.simulate import Action, Preempt, Start
 
+from .mechanism import Mechanism, ScanState
 from .placement import Placement
 from .queues import Queue
-
-CLASS_RANK = {"A": 0, "B": 1, "C": 2, "D": 3}
-
-
-class FreeView:
-    """Free GPUs per node, in cluster order, each list in GPU order; filtered per job by GPU type."""
-
-    def __init__(self, inst: Instance, gidx: dict[str, int]):
-        self.inst = inst
-        self.gidx = gidx
-        self.gtype = {g.id: g.type for g in inst.cluster.gpus}
-        self.node_order = [nd.name for nd in inst.cluster.nodes]
-        self.single_type = len(inst.cluster.gpu_types) <= 1
-
-    def build(self, free_sets: dict[str, set[str]]) -> dict[str, list[str]]:
-        gidx = self.gidx
-        return {n: sorted(free_sets[n], key=gidx.__getitem__) for n in self.node_order if free_sets.get(n)}
-
-    def for_job(self, job, free: dict[str, list[str]]) -> dict[str, list[str]]:
-        if self.single_type:
-            return free
-        gt = self.gtype
-        out = {}
-        for n, gl in free.items():
-            ok = [g for g in gl if job.can_use(gt[g])]
-            if ok:
-                out[n] = ok
-        return out
-
-    @staticmethod
-    def take(free: dict[str, list[str]], gpus: Iterable[str], node_of: dict[str, str]) -> None:
-        for g in gpus:
-            n = node_of[g]
-            gl = free[n]
-            gl.remove(g)
-            if not gl:
-                del free[n]
-
-    def give(self, free: dict[str, list[str]], gpus: Iterable[str], node_of: dict[str, str]) -> None:
-        for g in gpus:
-            n = node_of[g]
-            gl = free.setdefault(n, [])
-            gl.append(g)
-            gl.sort(key=self.gidx.__getitem__)
-        # keep node order
-        if len(free) > 1:
-            items = sorted(free.items(), key=lambda kv: self.gidx[kv[1][0]])
-            free.clear()
-            free.update(items)
-
-
-class Mechanism:
-    """Shared state: queue, placement, rigid sizes, the free-GPU view."""
-
-    round_s: float | None = None
-
-    def __init__(self, inst: Instance, queue: Queue, placement: Placement, sizes: list[int]):
-        self.inst = inst
-        self.queue = queue
-        self.placement = placement
-        self.sizes = sizes
-        self.node_of = {g.id: g.node for g in inst.cluster.gpus}
-        self.view = FreeView(inst, placement.gidx)
-        self.total_gpus = len(inst.cluster.gpus)
-        # every job runs at the fair share: only parameter servers can leave a free GPU without its CPUs
-        self.cpu_binds = any(j.ps is not None for j in inst.jobs)
-
-    def class_sorted(self, order: list[int], capacity: int) -> list[int]:
-        """PAL/PM-First: the prefix of ``order`` whose demand fits ``capacity``, stable-sorted by class."""
-        jobs, sizes = self.inst.jobs, self.sizes
-        acc = 0
-        k = 0
-        for j in order:
-            acc += sizes[j]
-            if acc > capacity:
-                break
-            k += 1
-        head = sorted(order[:k], key=lambda j: CLASS_RANK.get(jobs[j].job_class, 4))
-        return head + order[k:]
-
-    def try_place(self, j: int, free: dict[str, list[str]], cpu_used: dict[str, float]) -> Allocation | None:
-        job = self.inst.jobs[j]
-        n = self.sizes[j]
-        f = self.view.for_job(job, free)
-        if self.cpu_binds:
-            f = with_cpu_room(self.inst.cluster, f, cpu_used)
-        if sum(len(gl) for gl in f.values()) < n:
-            return None
-        gpus = self.placement.place(j, n, f)
-        if gpus is None:
-            return None
-        ps = ps_placement(job, gpus, self.inst.cluster, cpu_used)
-        if ps is None:
-            return None
-        return Allocation(tuple(gpus), ps)
-
-    def _charge(self, cpu: dict[str, float], j: int, alloc: Allocation, sign: float = 1.0) -> None:
-        """Add (sign=+1) or remove job j's CPUs on ``alloc`` (GPUs' fair shares and its PS)."""
-        for n, c in node_demand(self.inst.jobs[j], alloc, self.inst.cluster)[0].items():
-            cpu[n] = cpu.get(n, 0.0) + sign * c
 
 
 class RoundPolicy(Mechanism):
     def __init__(self, inst: Instance, queue: Queue, placement: Placement, sizes: list[int],
-                 sticky: bool, round_s: float = 360.0):
-        super().__init__(inst, queue, placement, sizes)
+                 sticky: bool, round_s: float = 360.0, index: bool = True):
+        super().__init__(inst, queue, placement, sizes, index)
         if not round_s > 0:
             raise ValueError("round_s must be > 0")
         self.sticky = sticky
         self.round_s = float(round_s)
+        # non-sticky with the index: the last round's walk (order up to the job that stopped it) and
+        # its placements, which the index holds taken
+        self._walked: list[int] = []
+        self._placed: list[tuple[int, Allocation]] = []
+        self._seq = [0] * len(inst.jobs)      # when each job last started (the engine's running order)
+        self._clock = 0
 
     def decide(self, sim) -> list[Action]:
         if "round" not in sim.reasons:
             return []
-        running = sim.running
-        active = list(sim.waiting) + list(running)
-        if not active:
+        if not sim.waiting and not sim.running:
             return []
-        order = self.queue.order(sim, active)
+        order = self.order(sim, True)
         if self.placement.class_sort:
             order = self.class_sorted(order, self.total_gpus)
         if self.sticky:
             return self._sticky(sim, order)
         return self._nonsticky(sim, order)
 
+    def _walk(self, state, order: list[int], start: int, placed: list[tuple[int, Allocation]]) -> None:
+        """Place ``order[start:]`` in turn on ``state`` until the first job that does not fit."""
+        for j in order[start:] if start else order:
+            alloc = state.try_place(j)
+            if alloc is None:
+                return
+            placed.append((j, alloc))
+            state.take(j, alloc)
+
     def _nonsticky(self, sim, order: list[int]) -> list[Action]:
         eng = sim.engine
         running = sim.running
-        all_free = {n: set(s) for n, s in eng.free.items()}
-        for j, r in running.items():
-            for g in r.alloc.gpus:
-                all_free[self.node_of[g]].add(g)
-        cpu = {n: 0.0 for n in eng.cpu_used}   # every allocation is cleared
-        free = self.view.build(all_free)
-        placed: dict[int, Allocation] = {}
-        for j in order:
-            alloc = self.try_place(j, free, cpu)
-            if alloc is None:
-                break
-            placed[j] = alloc
-            self.view.take(free, alloc.gpus, self.node_of)
-            self._charge(cpu, j, alloc)
+        if self.state is None:
+            all_free = {n: set(s) for n, s in eng.free.items()}
+            for j, r in running.items():
+                for g in r.alloc.gpus:
+                    all_free[self.node_of[g]].add(g)
+            placed_list: list[tuple[int, Allocation]] = []
+            state = ScanState(self, all_free, {n: 0.0 for n in eng.cpu_used})   # every allocation is cleared
+            self._walk(state, order, 0, placed_list)
+            k, movable = 0, list(running)
+        else:
+            got = self._replace(order)
+            if got is None:
+                return []        # the last round's placements, which the engine holds
+            placed_list, k, old_tail = got
+            # only jobs placed after the first change can move or stop; in the engine's order
+            seq = self._seq
+            movable = sorted((j for j, _ in old_tail if j in running), key=seq.__getitem__)
+        fresh = placed_list[k:]
+        placed = dict(fresh)
         actions: list[Action] = []
-        starts: list[Action] = []
-        for j, r in running.items():
+        starts: list[Start] = []
+        for j in movable:
+            r = running[j]
             a = placed.get(j)
-            if a is not None and sorted(a.gpus) == sorted(r.alloc.gpus) and a.ps_nodes == r.alloc.ps_nodes:
+            if a is not None and (a.gpus == r.alloc.gpus or sorted(a.gpus) == sorted(r.alloc.gpus)) \
+                    and a.ps_nodes == r.alloc.ps_nodes:
                 continue   # same GPUs: keeps running
             actions.append(Preempt(j))
             if a is not None:
                 starts.append(Start(j, a))
-        for j, a in placed.items():
+        for j, a in fresh:
             if j not in running:
                 starts.append(Start(j, a))
+        for st in starts:        # the engine's running jobs are in the order they started
+            self._seq[st.job] = self._clock
+            self._clock += 1
         return actions + starts
+
+    def _replace(self, order: list[int]):
+        """This round's placements on the index, re-placing from the first change of the order: (all
+        placements, k = how many are the last round's first k, the last round's placements after k);
+        None when all are the last round's."""
+        last, old = self._walked, self._placed
+        k = 0
+        if self.placement.deterministic:
+            k = _common_prefix(order, last)
+        if k > len(old):           # same jobs up to the one that stopped the last walk: same round
+            return None
+        state = self.state
+        tail = old[k:]
+        for j, a in reversed(tail):
+            state.give(j, a)
+        placed = old[:k]
+        self._walk(state, order, k, placed)
+        self._walked = order[:len(placed) + 1]
+        self._placed = placed
+        return placed, k, tail
 
     def _sticky(self, sim, order: list[int]) -> list[Action]:
         eng = sim.engine
         running = set(sim.running)
         run_alloc = {j: r.alloc for j, r in sim.running.items()}
-        free = self.view.build(eng.free)
-        cpu = dict(eng.cpu_used)
+        state = self.engine_state(eng)
         preempt: list[int] = []
-        starts: list[Action] = []
+        starts: list[Start] = []
         for idx, j in enumerate(order):
             if j in running:
                 continue
-            alloc = self.try_place(j, free, cpu)
+            alloc = state.try_place(j)
             if alloc is None:
                 # preempt lower-priority running jobs, lowest first, until j fits
                 for v in reversed(order[idx + 1:]):
@@ -202,15 +149,27 @@ class RoundPolicy(Mechanism):
                         continue
                     running.discard(v)
                     preempt.append(v)
-                    a = run_alloc[v]
-                    self.view.give(free, a.gpus, self.node_of)
-                    self._charge(cpu, v, a, -1.0)
-                    alloc = self.try_place(j, free, cpu)
+                    state.give(v, run_alloc[v])
+                    alloc = state.try_place(j)
                     if alloc is not None:
                         break
             if alloc is None:
                 break
-            self.view.take(free, alloc.gpus, self.node_of)
-            self._charge(cpu, j, alloc)
+            state.take(j, alloc)
             starts.append(Start(j, alloc))
+        self.commit(preempt, ((s.job, s.alloc) for s in starts))
         return [Preempt(v) for v in preempt] + starts
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the longest common prefix of two lists (binary search on slice equality)."""
+    lo, hi = 0, min(len(a), len(b))
+    if a[:hi] == b[:hi]:
+        return hi
+    while lo < hi:             # a[:lo] == b[:lo], a[:hi + 1] != b[:hi + 1]
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

@@ -57,7 +57,7 @@ class FifoFirstFit:
         free = sim.engine.free
         spread: list[str] = []
         for name in self.order:
-            ok = [g for g in free[name] if g not in taken and job.can_use(self.gpu_type[g])]
+            ok = [g for g in sorted(free[name], key=_gpu_index) if g not in taken and job.can_use(self.gpu_type[g])]
             if self.cpu_binds:
                 room = gpu_room(self.inst.cluster, name, cpu)    # GPUs whose fair share of CPUs is free
                 if room < len(ok):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -155,6 +156,31 @@ def test_gittins_index_favours_jobs_near_a_likely_end():
     q._work = [100.0] * 8 + [10000.0] * 4    # most jobs end at 100
     assert q.index(0.0) > q.index(150.0)     # past the common size, a job is likely long
     assert q.index(10000.0) == float("inf")
+
+
+@settings(max_examples=40, deadline=None)
+@given(work=st.lists(st.floats(1.0, 1e6), min_size=1, max_size=60), points=st.integers(2, 40),
+       attained=st.lists(st.floats(0.0, 1.2e6), min_size=1, max_size=8), rounded=st.booleans())
+def test_gittins_index_is_its_definition(work, points, attained, rounded):
+    """The index (prefix sums, per-tail cache) against its definition summed directly: over the quantiles x of
+    the works above a, max of P(S - a <= x - a | S > a) / E[min(S - a, x - a) | S > a]."""
+    if rounded:                      # ties: many jobs of one size
+        work = [float(round(w, -4)) or 1.0 for w in work]
+    q = Gittins(PRE, [1] * len(PRE.jobs), points=points)
+    q._work = work
+    for a in attained + work[:3]:
+        alive = [w for w in work if w > a]
+        if not alive:
+            assert q.index(a) == float("inf")
+            continue
+        best = 0.0
+        for x in np.unique(np.quantile(alive, np.linspace(0, 1, points))):
+            if x <= a:
+                continue
+            finish = sum(1 for w in alive if w <= x)
+            mean_run = sum(min(w - a, x - a) for w in alive)
+            best = max(best, finish / mean_run)
+        assert q.index(a) == pytest.approx(best, rel=1e-9, abs=1e-300)
 
 
 PS_POLICIES = ["fifo-firstfit", "srtf+packed-sticky", "las+random-nonsticky", "gittins+pal", "fifo+pm-first",

@@ -1,0 +1,99 @@
+"""The maintained free-GPU index answers every placement exactly as the full scan over the free map does.
+
+Law: for any cluster shape, slowdown values, sequence of takes and gives, job size and class,
+``place_indexed(j, n, index)`` == ``place(j, n, index.as_map())`` (same GPUs, same order), for
+Packed, Random (same seed), PM-First (both locality rules) and PAL (several λ).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from baselines.freeindex import FreeIndex
+from baselines.placement import PAL, Packed, PMFirst, Random
+from jctlab.model import Instance
+
+CLASSES = ("A", "B", None)
+
+
+def instance(node_sizes: list[int], values: list[float], rng: random.Random, lam: float) -> Instance:
+    """Nodes of V100s; every GPU's class-A/B factor drawn from ``values`` (few distinct values, so
+    bins and ties are frequent); one job per class (None = classless)."""
+    nodes = [{"name": f"n{k}", "cpus": 4.0 * s, "mem_gb": 32.0 * s,
+              "gpus": [{"type": "v100", "variability": {"A": rng.choice(values), "B": rng.choice(values)}}
+                       for _ in range(s)]} for k, s in enumerate(node_sizes)]
+    jobs = [{"name": f"j{i}", "arrival": 0.0, "batch": 1, "iterations": 10.0, "samples_per_s": {"v100": 1.0},
+             "sizes": [1], **({"class": c} if c else {})} for i, c in enumerate(CLASSES)]
+    d = {"format": "jctlab.instance/1", "name": "idx", "problem": "preemptive", "objective": "mean_jct",
+         "cluster": {"nodes": nodes, "locality_penalty": lam, "split": "equal"}, "jobs": jobs}
+    return Instance.from_dict(d, "<test>")
+
+
+def check_all(placements, idx: FreeIndex, rng: random.Random, G: int) -> None:
+    for p in placements:
+        for _ in range(3):
+            j = rng.randrange(len(CLASSES))
+            n = rng.randint(1, min(G, 2 * max(idx.size)))
+            want = p.place(j, n, idx.as_map())
+            got = p.place_indexed(j, n, idx)
+            assert got == want, (p.name, getattr(p, "locality", ""), j, n, idx.as_map())
+
+
+@settings(max_examples=60, deadline=None)
+@given(node_sizes=st.lists(st.integers(1, 8), min_size=1, max_size=7),
+       values=st.lists(st.sampled_from([0.9, 1.0, 1.1, 1.3, 2.5]), min_size=1, max_size=4),
+       lam=st.sampled_from([1.0, 1.1, 1.7, 3.0]), seed=st.integers(0, 10**6))
+def test_indexed_placements_equal_the_scans(node_sizes, values, lam, seed):
+    rng = random.Random(seed)
+    inst = instance(node_sizes, values, rng, lam)
+    G = len(inst.cluster.gpus)
+    det = [Packed(inst), PMFirst(inst), PMFirst(inst, locality="node"), PAL(inst), PAL(inst, locality="node")]
+    idx = det[-1].index()             # one index serves every placement (schemes are shared)
+    used: list[str] = []
+    for _ in range(12):
+        check_all(det, idx, rng, G)
+        free = [g for gl in idx.as_map().values() for g in gl]
+        if free and (not used or rng.random() < 0.6):
+            took = rng.sample(free, rng.randint(1, len(free)))
+            idx.take(took)
+            used += took
+        elif used:
+            back = rng.sample(used, rng.randint(1, len(used)))
+            idx.give(back)
+            used = [g for g in used if g not in back]
+    # the index's counts agree with its free masks
+    assert idx.total == sum(len(gl) for gl in idx.as_map().values())
+
+
+@settings(max_examples=30, deadline=None)
+@given(node_sizes=st.lists(st.integers(1, 8), min_size=1, max_size=6), seed=st.integers(0, 10**6))
+def test_random_placement_draws_the_same_gpus(node_sizes, seed):
+    rng = random.Random(seed)
+    inst = instance(node_sizes, [1.0], rng, 1.0)
+    scan, indexed = Random(inst, seed=seed), Random(inst, seed=seed)
+    idx = indexed.index()
+    for _ in range(10):
+        n = rng.randint(1, len(inst.cluster.gpus))
+        want = scan.place(0, n, idx.as_map())
+        got = indexed.place_indexed(0, n, idx)
+        assert got == want
+        if got and rng.random() < 0.5:
+            idx.take(got)
+        elif idx.total < len(inst.cluster.gpus):
+            idx.give([g for g in inst.cluster.gpu if g not in {x for gl in idx.as_map().values() for x in gl}][:3])
+
+
+def test_index_refuses_double_take_and_double_give():
+    inst = instance([2, 2], [1.0], random.Random(0), 1.0)
+    idx = FreeIndex(inst.cluster)
+    idx.take(["n0:0"])
+    with pytest.raises(ValueError):
+        idx.take(["n0:0"])
+    with pytest.raises(ValueError):
+        idx.give(["n1:1"])
+    idx.give(["n0:0"])
+    assert idx.total == 4 and idx.by_count[2] == 0b11

@@ -165,11 +165,12 @@ def test_ray_executor_gives_the_rows_of_local(tiny_suite, tmp_path):
     assert len(a) == 8 and a == b
 
 
-def test_the_documented_user_policy_runs_on_queue_small(tmp_path):
-    """The ``mypolicy.py`` block of docs/evaluation.md, as a user would save it, on the suite its comment
-    names: every cell a valid, replayed schedule (jobs larger than a node included)."""
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "evaluation.md").read_text()
-    code = doc.split("# mypolicy.py", 1)[1].split("```", 1)[0]
+@pytest.mark.parametrize("doc", ["README.md", "docs/evaluation.md"])
+def test_the_documented_user_policy_runs_on_queue_small(tmp_path, doc):
+    """The ``mypolicy.py`` block of the README and of docs/evaluation.md, as a user would save it, on the
+    suite its comment names: every cell a valid, replayed schedule (jobs larger than a node included)."""
+    text = (Path(__file__).resolve().parents[1] / doc).read_text()
+    code = text.split("# mypolicy.py", 1)[1].split("```", 1)[0]
     d = tmp_path / "user"
     d.mkdir()
     (d / "mypolicy.py").write_text("# mypolicy.py" + code)
@@ -178,5 +179,6 @@ def test_the_documented_user_policy_runs_on_queue_small(tmp_path):
         t = run(load_suite("queue-small").path, tmp_path / "q", "mypolicy:factory")
     finally:
         sys.path.remove(str(d))
+        sys.modules.pop("mypolicy", None)
     assert len(t) >= 6 and (t["valid"] == True).all(), t[["instance", "status", "error"]]  # noqa: E712
     assert (t["gap"] >= -1e-9).all()

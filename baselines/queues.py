@@ -163,7 +163,8 @@ class Gittins(Queue):
         t = self._tails.get(i0)
         if t is None:
             s, pre = self._dist, self._prefix
-            qs = np.unique(np.quantile(s[i0:], np.linspace(0, 1, self.points)))
+            with np.errstate(invalid="ignore"):   # a job of infinite work (no GPU runs it): inf - inf in the lerp
+                qs = np.unique(np.quantile(s[i0:], np.linspace(0, 1, self.points)))
             k = np.searchsorted(s, qs, side="right")
             t = self._tails[i0] = (qs, pre[k] - pre[i0], (k - i0).astype(float), (len(s) - k).astype(float))
         return t
@@ -183,8 +184,9 @@ class Gittins(Queue):
             return float("inf")   # outlived every known job: finish it
         qs, finished, done, alive = self._tail(i0)
         delta = qs - a
-        e = (finished - done * a) + alive * delta     # E[min(S-a, Δ)] · survivors
-        ok = (delta > 0) & (e > 0)
+        with np.errstate(invalid="ignore"):          # nan where a work is infinite: never a candidate below
+            e = (finished - done * a) + alive * delta     # E[min(S-a, Δ)] · survivors
+            ok = (delta > 0) & (e > 0)
         best = float((done[ok] / e[ok]).max()) if ok.any() else 0.0
         if len(self._memo) < 100000:
             self._memo[a] = best

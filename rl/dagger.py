@@ -166,8 +166,8 @@ def episode_steps(ep: Episode, cfg: EnvConfig, reward_scale: float, inst: Instan
 def load(path: str | Path, cfg: EnvConfig | None = None) -> list[Episode]:
     """The episodes of a DAgger file (its first line is the header: format, arguments, the EnvConfig the
     action indices belong to, which must be ``cfg`` when given). A file that is not one, or an episode of
-    an unknown family, of a seed outside the training range or with malformed fields, is an InputError
-    naming the file and line; whether its actions replay is checked by :func:`all_steps`."""
+    a seed outside the training range or with malformed fields, is an InputError naming the file and
+    line; whether its family exists and its actions replay is checked by :func:`all_steps`."""
     src = str(path)
     try:
         lines = Path(path).read_text().splitlines()
@@ -190,9 +190,9 @@ def load(path: str | Path, cfg: EnvConfig | None = None) -> list[Episode]:
                          tuple(int(x) for x in d["labels"]), tuple(float(x) for x in d["returns"]))
         except (KeyError, TypeError, ValueError, OverflowError):
             raise InputError(src, f"line {i}", "expected an episode: family, seed, actions, labels, returns") from None
-        if not 0 <= ep.seed < DEV_SEED or ep.family not in FAMILIES:
-            raise InputError(src, f"line {i}", f"DAgger labels training instances of rl.suites (seeds below "
-                             f"{DEV_SEED:,}), not {ep.family!r} seed {ep.seed}")
+        if not 0 <= ep.seed < DEV_SEED:
+            raise InputError(src, f"line {i}", f"DAgger labels training instances (seeds below {DEV_SEED:,}), "
+                             f"not seed {ep.seed}")
         episodes.append(ep)
     return episodes
 
@@ -202,6 +202,8 @@ def all_steps(episodes: list[Episode], cfg: EnvConfig, reward_scale: float, sour
     other code or for another EnvConfig) is an InputError naming ``source``."""
     out = bc.Steps()
     for ep in episodes:
+        if ep.family not in FAMILIES:
+            raise InputError(source, f"{ep.family}/{ep.seed}", f"unknown family (known: {', '.join(FAMILIES)})")
         try:
             s = episode_steps(ep, cfg, reward_scale)
         except (ValueError, IndexError) as e:

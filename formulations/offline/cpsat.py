@@ -44,7 +44,6 @@ def complete_phases(p: CpsatParams) -> list[Phase[CpsatState]]:
     return [
         Phase("queue-test", ph.queue_test, p.offline.pre_share),
         Phase("local-search", ph.queue_local_search, p.offline.ls_share, when=ph.on_a_queue),
-        Phase("partition-bound", ph.partition, p.partition_share, when=ph.partition_applies),
         Phase("exact", ph.exact_model, p.exact_share),
         Phase("bounds-after-exact", ph.bounds_after_exact, p.class_share, when=ph.limited_and_open),
     ]

@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from jctlab.model import Instance, Schedule
 from jctlab.speed import duration
 
-from ..budget import Budget
 from ..results import GAP_TOL, Incumbent, gap_open
 from ..schedules import job_weights
-from . import latest_completions, partition_bound, rates
+from . import latest_completions, rates
 from .classes import class_options, hybrid_node_options, node_complete_options, p_min
 from .cpsat_model import (NO_MODEL, SAT_PARAMS, CpsatRun, ModelHint, ModelSolution, solve_option_model,
                           time_unit)
@@ -39,7 +38,6 @@ class CpsatParams:
     # complete instances
     exact_share: float = 0.6          # the exact model (with 2-3 threads: core_share of it with core workers)
     class_share: float = 0.4          # then, unproven: the class model if it is `coarser` times smaller ...
-    partition_share: float = 0.0      # on a queue, before the exact model: the partition bound (0: none)
     coarser: int = 3
     # large instances
     node_complete: bool = True        # the node-exact model (every single-node allocation)
@@ -214,19 +212,6 @@ def queue_local_search(s: CpsatState, share: float | None) -> None:
     """On a queue CP-SAT's first incumbents are poor; list scheduling finds good ones in milliseconds."""
     local_search(s, s.concrete, share, s.seed)
     s.record("local-search")
-
-
-def partition(s: CpsatState, share: float | None) -> None:
-    """The partition bound (:mod:`formulations.offline.partition_bound`), ``share`` of the time left."""
-    t = None if s.time_limit is None else s.remaining() * share
-    b = partition_bound.lower_bound(s.inst, Budget(t))
-    if b is not None:
-        s.raise_bound(b)
-    s.record("partition-bound")
-
-
-def partition_applies(s: CpsatState) -> bool:
-    return s.queue and s.cpsat.partition_share > 0 and s.gap_open()
 
 
 def exact_model(s: CpsatState, share: float | None) -> None:

@@ -22,6 +22,7 @@ caller passes in: the portfolio does not import the dispatcher that imports it).
 from __future__ import annotations
 
 import importlib
+import math
 import multiprocessing as mp
 import queue
 import time
@@ -38,6 +39,7 @@ from formulations.offline.options import binding_resources
 from formulations.offline.pipeline import preemptive_lb
 from formulations.results import checked_bound, result_of_schedule, solver_versions
 from formulations.schedules import replay_objective, static_schedule
+from formulations.special.bound import release_shift_bound
 from formulations.static.candidates import enumerate_candidates
 from formulations.static.greedy import static_greedy
 from formulations.static.packing import build_packing
@@ -284,26 +286,50 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
         search.resume(Budget(None if left == float("inf") else max(0.0, left - p_.handback_s)))
         results.insert(0, search.result())
     info["member_status"] = {r.solver: r.status for r in results}
-    best_sched = None
-    best_obj = None
+    extra = [pre_lb]                # the queue test's LP: a bound even where no member returned one
+    if inst.problem == "offline":   # the textbook bound with releases shifted (members lift theirs; bnb does not)
+        extra.append(release_shift_bound(inst))
+    best = combine(inst, results, hint, extra, info)
+    errors = [r.params.get("error") for r in results if r.status == SolveStatus.ERROR]
+    if best.schedule is None and not best.infeasible and results and len(errors) == len(results):
+        return result_of_schedule(inst, "auto", None, None, t0, "auto", "", info, error="; ".join(map(str, errors)))
+    return result_of_schedule(inst, "auto", best.schedule, best.bound, t0, "auto", "", info,
+                              infeasible=best.infeasible)
+
+
+@dataclass(frozen=True)
+class Combined:
+    """What the portfolio returns of its members' results: the best replayed schedule, the largest bound."""
+
+    schedule: Schedule | None
+    objective: float | None
+    bound: float | None
+    infeasible: bool
+
+
+def combine(inst: Instance, results: list[Result], hint: Schedule | None, extra_bounds: list[float | None],
+            info: dict) -> Combined:
+    """The portfolio's answer from its members' ``results``, the shared ``hint`` and bounds computed beside the
+    members (``extra_bounds``, None where absent): the schedule of least replayed objective among every member's
+    and the hint, and the largest proven bound of any member or extra, so that ``auto`` is never worse than any
+    of its members, in either. A bound above the best replayed schedule is a wrong proof: it is dropped
+    (:func:`formulations.results.checked_bound`, recorded in ``info``), never allowed to cut another member's
+    schedule. Infeasible when a member proved it (then no bound)."""
+    best_sched, best_obj = None, None
     for r in results:
-        if r.objective is not None and (best_obj is None or r.objective < best_obj):
+        if r.objective is not None and r.schedule is not None and (best_obj is None or r.objective < best_obj):
             best_sched, best_obj = r.schedule, r.objective
     if hint is not None:
         v = replay_objective(inst, hint)
         if v is not None and (best_obj is None or v < best_obj):
             best_sched, best_obj = hint, v
     infeasible = any(r.status == SolveStatus.INFEASIBLE for r in results)
-    bounds = [r.lower_bound for r in results if r.lower_bound is not None]
-    if pre_lb is not None and not infeasible:
-        bounds.append(pre_lb)       # the queue test's LP: a bound even where no member returned one
-    if best_obj is not None:    # a member's bound above another member's replayed schedule is a wrong proof
+    if infeasible:
+        return Combined(best_sched, best_obj, None, True)
+    bounds = [b for b in [r.lower_bound for r in results] + list(extra_bounds) if b is not None and math.isfinite(b)]
+    if best_obj is not None:
         bounds = [b for b in bounds if checked_bound(b, best_obj, info) is not None]
-    bound = max(bounds) if bounds else None
-    errors = [r.params.get("error") for r in results if r.status == SolveStatus.ERROR]
-    if best_sched is None and not infeasible and results and len(errors) == len(results):
-        return result_of_schedule(inst, "auto", None, None, t0, "auto", "", info, error="; ".join(map(str, errors)))
-    return result_of_schedule(inst, "auto", best_sched, bound, t0, "auto", "", info, infeasible=infeasible)
+    return Combined(best_sched, best_obj, max(bounds) if bounds else None, False)
 
 
 def _next_answer(q: Any, procs: list, give_up: float | None, poll_s: float) -> tuple | None:

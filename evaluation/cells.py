@@ -4,7 +4,8 @@
 process by content hash), runs the solver or the policy, replays the schedule with the core's
 :func:`jctlab.replay.replay` and returns a :class:`CellOutcome` of plain data (the row and the schedule
 as JSON values), so that the driver alone writes files. It never raises for a method's failure: an
-exception, an invalid schedule or a policy error becomes a row with status ``error`` and the reason.
+exception, an invalid schedule or a policy error becomes a row with status ``error`` and the reason, and a
+method still running after the cell's ``timeout_s`` (``--cell-timeout``) a row with status ``timeout``.
 
 A policy's decision latency is measured around ``policy.decide`` by :class:`TimedPolicy`, which wraps
 the policy (the simulator is not touched): per decision, ``time.perf_counter_ns`` before and after the
@@ -14,9 +15,12 @@ call, with a lazily produced action list materialised inside the measurement.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable
@@ -60,6 +64,7 @@ class CellTask:
     time_limit: float | None
     threads: int
     sys_path: tuple[str, ...] = ()
+    timeout_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -68,13 +73,46 @@ class CellOutcome:
     schedule: dict[str, Any] | None = field(default=None, repr=False)
 
 
-def cell_key(instance_sha: str, method: MethodSpec, seed: int, time_limit: float | None, threads: int) -> str:
-    """Content hash of a cell: instance content, method and options, seed, the jctlab version, and for
-    solvers the time limit and threads (a policy's result depends on neither)."""
+def cell_key(instance_sha: str, method: MethodSpec, seed: int, time_limit: float | None, threads: int,
+             timeout_s: float | None = None) -> str:
+    """Content hash of a cell: instance content, method and options, seed, the jctlab version, for
+    solvers the time limit and threads (a policy's result depends on neither), and the cell timeout when
+    there is one (a cell cut by a shorter timeout runs again under a longer one)."""
     d: dict[str, Any] = {"instance": instance_sha, "method": method.key(), "seed": seed, "version": __version__}
     if method.kind == SOLVER:
         d.update(time_limit=time_limit, threads=threads)
+    if timeout_s is not None:
+        d["timeout_s"] = timeout_s
     return canonical_hash(d)[:24]
+
+
+class CellTimeout(BaseException):
+    """Raised in a cell's thread when its ``timeout_s`` passes. A BaseException, so that a method's own
+    ``except Exception`` cannot swallow it."""
+
+
+@contextmanager
+def deadline(seconds: float | None):
+    """Interrupt the body after ``seconds`` of wall-clock time with :class:`CellTimeout` (SIGALRM: Python code
+    is stopped between two bytecodes; code inside a C library, a solver's search, only when it returns, which
+    its own time limit bounds). A no-op without ``seconds``, off the main thread or where there is no
+    SIGALRM (the cell then runs to its end)."""
+    usable = (seconds is not None and hasattr(signal, "setitimer")
+              and threading.current_thread() is threading.main_thread())
+    if not usable:
+        yield
+        return
+
+    def fire(signum, frame):
+        raise CellTimeout
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 class TimedPolicy:
@@ -200,10 +238,15 @@ def run_cell(task: CellTask, inst: Instance | dict | None = None) -> CellOutcome
     try:
         instance = _instance(task, inst)
         fn = task.method.load()
-        if task.method.kind == SOLVER:
-            sched = _run_solver(task, instance, fn, row)
-        else:
-            sched = _run_policy(task, instance, fn, row)
+        with deadline(task.timeout_s):
+            if task.method.kind == SOLVER:
+                sched = _run_solver(task, instance, fn, row)
+            else:
+                sched = _run_policy(task, instance, fn, row)
+    except CellTimeout:
+        sched = None
+        row.update(status="timeout", valid=False, objective=None, error=f"no result within the cell timeout of "
+                   f"{task.timeout_s:g} s (--cell-timeout)")
     except InputError as e:
         # a method refusing the instance's class (field "problem") does not apply: n/a, not a failure
         row["status"] = "n/a" if e.field == "problem" else "error"

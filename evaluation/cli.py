@@ -59,7 +59,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     threads = a.threads or suite.evaluate.threads
     cfg = RunConfig(suite, methods, out, a.seeds, tl, threads, a.executor, a.workers, a.address, _data_dir(a),
                     not a.no_progress, tuple(p for p in sys.path if p and Path(p).is_dir()),
-                    None if a.methods else suite.evaluate.classes_of())
+                    None if a.methods else suite.evaluate.classes_of(), a.cell_timeout)
     table = evaluate(cfg)
     print(f"# {suite.name} v{suite.version}: {table['instance'].nunique()} instances x {len(methods)} methods, "
           f"time limit {tl} s, {threads} thread(s) per solver\n")
@@ -194,6 +194,8 @@ def register(sub: Any) -> None:
     e.add_argument("--time-limit", type=T.TIME_LIMIT, default=None,
                    help="seconds per solver cell (default: the suite's)")
     e.add_argument("--threads", type=T.THREADS, default=None, help="solver threads per cell (default: the suite's)")
+    e.add_argument("--cell-timeout", type=T.TIME_LIMIT, default=None,
+                   help="wall-clock seconds after which a cell is stopped and recorded as `timeout` (default: none)")
     e.add_argument("--out", type=T.out_dir, default=None, help="run folder (default runs/SUITE); rerun to resume")
     e.add_argument("--baseline", type=T.text, default=None, help="method for the win rate (default: the best policy)")
     e.add_argument("--report", action="store_true", help="write the HTML report at the end")

@@ -52,6 +52,8 @@ class RunConfig:
     sys_path: tuple[str, ...] = field(default_factory=tuple)
     #: method label -> the classes it runs on (the suite's per-class defaults); None: every class
     classes_of: dict[str, tuple[str, ...]] | None = None
+    #: wall-clock seconds after which a cell is stopped and recorded as ``timeout`` (None: no limit)
+    cell_timeout: float | None = None
 
 
 class Bar:
@@ -121,9 +123,9 @@ def plan(cfg: RunConfig) -> list[CellTask]:
         for m in cfg.methods:
             if cfg.classes_of is not None and si.problem not in cfg.classes_of.get(m.label, ()):
                 continue
-            key = cell_key(si.sha256, m, si.seed, cfg.time_limit, cfg.threads)
+            key = cell_key(si.sha256, m, si.seed, cfg.time_limit, cfg.threads, cfg.cell_timeout)
             tasks.append(CellTask(key, si.name, sources[si.name], m, si.seed, cfg.time_limit, cfg.threads,
-                                  cfg.sys_path))
+                                  cfg.sys_path, cfg.cell_timeout))
     return tasks
 
 

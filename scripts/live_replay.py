@@ -41,7 +41,8 @@ from tqdm import tqdm
 
 from jctlab import registry
 from jctlab.loaders.philly import load_philly, read_trace
-from jctlab.model import Instance
+from jctlab.loaders._common import node_dicts
+from jctlab.model import Instance, instance_to_dict
 from jctlab.simulate import simulate
 from live.policy import factory as live_policy
 from oracle.methods import solve
@@ -53,6 +54,7 @@ DEV_VC = "103959"
 WINDOW = 300
 GPU_CHOICES = (16, 32, 64)
 LOAD = (0.8, 1.3)   # offered load of a slice on its GPUs: queues form, the cluster is not swamped
+MIXED = ("v100", "p100", "k80")   # node types of the mixed cluster, in turn
 WAITING = 0.25      # rule `waiting`: under FIFO+packed, jobs wait on average at least this share of their JCT
 
 
@@ -96,11 +98,29 @@ def default_slices(data_dir: str | None, per_vc: int = 1, rule: str = "load", sk
 
 
 def build(spec: str, data_dir: str | None) -> Instance:
-    vc, start, jobs, gpus, seed = spec.split(":")
+    """The slice ``VC:INDEX:JOBS:GPUS:SEED``, or ``...:SEED:mixed`` on the mixed cluster (:func:`mixed`)."""
+    vc, start, jobs, gpus, seed, *kind = spec.split(":")
     g = read_trace(data_dir=data_dir, vc=vc)
     ts = str(g.ts.iloc[int(start)])
-    return load_philly(data_dir=data_dir, vc=vc, start=ts, max_jobs=int(jobs), nodes=int(gpus) // 8, gpus_per_node=8,
+    inst = load_philly(data_dir=data_dir, vc=vc, start=ts, max_jobs=int(jobs), nodes=int(gpus) // 8, gpus_per_node=8,
                        seed=int(seed), problem="offline", name=f"philly-{vc}-{start}-{jobs}-{gpus}g-s{seed}")
+    if kind == ["mixed"]:
+        return mixed(inst)
+    if kind:
+        raise SystemExit(f"--slices {spec}: the sixth field is 'mixed' or absent")
+    return inst
+
+
+def mixed(inst: Instance) -> Instance:
+    """The same jobs on a cluster of the same size, a third of its 8-GPU nodes V100, P100 and K80 each (V100 first; the
+    three types of Gavel's simulated clusters): each job's speed on each type is its Gavel type's measured
+    throughput, so where a job runs matters and the baselines that ignore types lose to those that price them."""
+    d = instance_to_dict(inst)
+    n = len(inst.cluster.gpus) // 8
+    counts = {t: len(range(k, n, len(MIXED))) for k, t in enumerate(MIXED)}
+    d["cluster"]["nodes"] = node_dicts([(t, c, 8) for t, c in counts.items() if c])
+    d["name"] += "-mixed"
+    return Instance.from_dict(d, source=inst.name)
 
 
 def offered_load(inst: Instance) -> float:
@@ -194,9 +214,13 @@ def main(argv=None) -> int:
     ap.add_argument("--method", default="cpsat")
     ap.add_argument("--max-oracle-jobs", type=int, default=16)
     ap.add_argument("--oracle-limit", type=float, default=300.0, help="offline oracle on the whole slice (s)")
+    ap.add_argument("--cluster", choices=("v100", "mixed"), default="v100",
+                    help="default slices on V100s (the trace's) or on the mixed V100/P100/K80 cluster (same jobs)")
     ap.add_argument("--quick", action="store_true", help="first two slices, 100 jobs, short limits")
     a = ap.parse_args(argv)
     slices = a.slices or default_slices(a.data_dir, a.per_vc, a.rule, a.skip, a.seed_base)
+    if a.cluster == "mixed" and not a.slices:
+        slices = [s + ":mixed" for s in slices]
     if a.quick:
         slices = [":".join(s.split(":")[:2] + ["100"] + s.split(":")[3:]) for s in slices[:2]]
         a.time_limit, a.oracle_limit = min(a.time_limit, 1.0), min(a.oracle_limit, 30.0)

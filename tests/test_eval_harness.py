@@ -124,6 +124,24 @@ def test_user_policy_and_solver_as_module_factory(tiny_suite, tmp_path, user_mod
     assert (sol.loc[sol["class"] != "preemptive", "status"] == "optimal").all()
 
 
+@pytest.mark.parametrize("executor", ["inline", "local"])
+def test_a_policy_that_never_returns_is_cut_by_the_cell_timeout(tiny_suite, tmp_path, user_module, executor):
+    """A user's policy stuck in a loop (a sleep of an hour per decision) ends as a `timeout` row after the
+    cell timeout; the other cells run to their ends, and a rerun resumes without running the cut cells again."""
+    methods = "slowpol:factory[delay=3600],fifo-firstfit"
+    t0 = time.monotonic()
+    t = run(tiny_suite, tmp_path / "t", methods, executor, cell_timeout=0.5)
+    assert time.monotonic() - t0 < 60
+    stuck = t[t["method"] == "slowpol:factory[delay=3600]"]
+    assert len(stuck) == 5 and set(stuck["status"]) == {"timeout"} and not stuck["valid"].any()
+    assert stuck["error"].str.contains("cell timeout of 0.5 s").all()
+    ref = t[t["method"] == "fifo-firstfit"]
+    assert (ref["valid"] == True).sum() >= 4  # noqa: E712
+    again = run(tiny_suite, tmp_path / "t", methods, executor, cell_timeout=0.5)
+    assert list(again["key"]) == list(t["key"]) and set(again.loc[again["method"] == stuck["method"].iloc[0],
+                                                                  "status"]) == {"timeout"}
+
+
 def _cli(suite, out, methods, env):
     return [*JCTLAB, "evaluate", "--suite", str(suite), "--methods", methods, "--out", str(out),
             "--executor", "local", "--workers", "1", "--no-progress"]

@@ -190,3 +190,39 @@ def test_live_policy_preempts_only_on_preemptive_instances():
         assert rep.valid and replay(inst, sched).valid
         stops = sum(len(p.preempt_now) for p in pol.plans)
         assert len(sched.segments) == len(jobs) + stops and (stops > 0) == allowed   # seed 11: one job is stopped
+
+
+def spt_list_value(avail: list[float], durations: list[float]) -> float:
+    """Σ completion times (from now) of SPT list scheduling: the shortest queued job first, each on the GPU
+    that frees earliest. Optimal for identical machines with availability times and all jobs ready
+    (P, NC_inc || ΣC_j, Kaspi & Montreuil 1988): position k from the end on a machine counts a job k times,
+    so the shortest jobs take the most-counted positions."""
+    free = sorted(avail)
+    total = 0.0
+    for d in sorted(durations):
+        free.sort()
+        free[0] += d
+        total += free[0]
+    return total
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gpus=st.integers(1, 3), secs=st.lists(st.integers(1, 50).map(lambda x: 100.0 * x), min_size=1, max_size=4),
+       busy=st.lists(st.integers(0, 40).map(lambda x: 100.0 * x), min_size=3, max_size=3))
+def test_single_gpu_jobs_on_identical_gpus_the_plan_is_spt(gpus, secs, busy):
+    """Jobs of one GPU each, GPUs alike: the best plan of the known queue is SRTF's (SPT list scheduling),
+    which is why on such states the loop cannot beat ``srtf+packed`` without predicting arrivals; the planner
+    finds it and agrees with brute force."""
+    cl = ClusterSpec("same", (NodeSpec("a", tuple(GpuSpec(i, "v100") for i in range(gpus))),))
+    now = 10_000.0
+    running = tuple(RunningJob(f"r{i}", 0.0, 0.0, (f"a:{i}",), busy[i], now) for i in range(gpus) if busy[i] > 0)
+    queued = tuple(QueuedJob(f"q{k}", 0.0, (1,), Work({"v100": s}, steps=1)) for k, s in enumerate(secs))
+    state = LiveState(cl, now, queued, running)
+    with Planner(PlannerConfig(time_limit=5, method="none", floor_s=0.0)) as planner:
+        plan = planner.plan(state)
+    check_plan(state, plan)
+    avail = [busy[i] for i in range(gpus)]
+    spt = spt_list_value(avail, list(secs))
+    n = len(queued) + len(running)
+    assert plan.objective * n == pytest.approx(spt + sum(b for b in avail if b > 0), rel=1e-9)
+    assert plan.objective == pytest.approx(brute_force(state, "mean_jct"), rel=1e-9)

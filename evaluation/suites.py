@@ -29,7 +29,8 @@ from typing import Any, Mapping
 
 from jctlab import limits as L
 from jctlab.errors import InputError
-from jctlab.model import Instance, FieldReader, load_instance, read_json, write_json_atomic
+from jctlab.fields import FieldReader
+from jctlab.model import Instance, load_instance, read_json, write_json_atomic
 
 SUITE_FORMAT = "jctlab.suite/1"
 SUITES_DIR = Path(__file__).resolve().parent / "suites"

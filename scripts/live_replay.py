@@ -24,6 +24,13 @@ jobs wait under FIFO+packed for at least a quarter of their JCT on average (seed
 scheduler has something to decide, chosen by a baseline's schedule, never by the live loop's. (A first
 rule, load at most 1 on the smallest such cluster, picked windows where no job waits and every policy
 ties; it was replaced before these slices were run.)
+With ``--cluster mixed`` the default slices run on a cluster of the same size whose nodes are V100, P100 and
+K80 (a third each; :func:`mixed`): the same arrivals and jobs, where the choice of GPU type matters. With
+``--preemptive RESTART_S`` the slices are ``preemptive`` instances (a resumed job loses ``RESTART_S`` s): the
+loop may preempt (``preemption=true``), the baselines run as the preemptive class runs them (rounds of 360 s,
+and of 60 s), joined by the policies that preempt at their rounds (``PREEMPTING``) and by the event-driven
+schedules of the non-preemptive class (``/event``: valid preemptive schedules too); the oracle's bound is then
+the preemptive one.
 Results go to ``OUT/<slice>.json`` (a slice already there is not run again: a killed run resumes) and
 ``OUT/table.md``. Needs the Philly trace (``../shared/data`` or ``--data-dir``).
 """
@@ -50,6 +57,10 @@ from oracle.methods import solve
 BASELINES = ("fifo+packed-sticky", "srtf+packed-sticky", "fifo-firstfit", "fifo+pm-first", "srtf+pm-first",
              "srtf+random-sticky", "matching")
 BACKFILL = ("fifo+packed-sticky", "srtf+packed-sticky")   # also run with backfill=True
+#: with --preemptive: the same (round-based there), and the policies that preempt at their rounds; each also
+#: with rounds of SHORT_ROUND_S (the mechanism's own 360 s rounds delay every start by up to a round)
+PREEMPTING = ("srtf+packed-nonsticky", "las+packed-nonsticky", "gittins+packed-nonsticky", "srtf+pm-first")
+SHORT_ROUND_S = 60.0
 DEV_VC = "103959"
 WINDOW = 300
 GPU_CHOICES = (16, 32, 64)
@@ -97,13 +108,16 @@ def default_slices(data_dir: str | None, per_vc: int = 1, rule: str = "load", sk
     return out
 
 
-def build(spec: str, data_dir: str | None) -> Instance:
-    """The slice ``VC:INDEX:JOBS:GPUS:SEED``, or ``...:SEED:mixed`` on the mixed cluster (:func:`mixed`)."""
+def build(spec: str, data_dir: str | None, restart_s: float | None = None) -> Instance:
+    """The slice ``VC:INDEX:JOBS:GPUS:SEED``, or ``...:SEED:mixed`` on the mixed cluster (:func:`mixed`); an
+    ``offline`` instance, or with ``restart_s`` a ``preemptive`` one whose preempted jobs lose that many seconds."""
     vc, start, jobs, gpus, seed, *kind = spec.split(":")
     g = read_trace(data_dir=data_dir, vc=vc)
     ts = str(g.ts.iloc[int(start)])
+    pre = restart_s is not None
     inst = load_philly(data_dir=data_dir, vc=vc, start=ts, max_jobs=int(jobs), nodes=int(gpus) // 8, gpus_per_node=8,
-                       seed=int(seed), problem="offline", name=f"philly-{vc}-{start}-{jobs}-{gpus}g-s{seed}")
+                       seed=int(seed), problem="preemptive" if pre else "offline", restart_s=restart_s or 0.0,
+                       name=f"philly-{vc}-{start}-{jobs}-{gpus}g-s{seed}" + (f"-pre{restart_s:g}" if pre else ""))
     if kind == ["mixed"]:
         return mixed(inst)
     if kind:
@@ -133,23 +147,29 @@ def offered_load(inst: Instance) -> float:
 
 
 def run_slice(spec: str, a: argparse.Namespace) -> dict:
-    inst = build(spec, a.data_dir)
+    inst = build(spec, a.data_dir, a.preemptive)
+    pre = a.preemptive is not None
     row: dict = {"slice": spec, "instance": inst.name, "jobs": len(inst.jobs), "gpus": len(inst.cluster.gpus),
                  "load": offered_load(inst), "policies": {}}
-    for name in BASELINES:
-        for backfill in ((False, True) if name in BACKFILL else (False,)):
-            opts = {"backfill": True} if backfill else {}
-            t = time.perf_counter()
-            sched, rep = simulate(inst, registry.policy_factory(name)(inst, **opts), method=name)
-            assert rep.valid
-            row["policies"][name + ("/backfill" if backfill else "")] = {"mean_jct": rep.objective,
-                                                                        "runtime_s": time.perf_counter() - t}
+    variants = [(name, {}, "") for name in BASELINES]
+    variants += [(name, {"backfill": True}, "/backfill") for name in BACKFILL if not pre]
+    variants += [(name, {}, "") for name in PREEMPTING if pre]
+    variants += [(name, {"round_s": SHORT_ROUND_S}, f"/{SHORT_ROUND_S:g}s") for name in BACKFILL + PREEMPTING if pre]
+    if pre:   # the event-driven (non-preemptive) schedules are preemptive schedules too
+        twin = build(spec, a.data_dir)
+        variants += [(name, {"instance": twin}, "/event") for name in BACKFILL]
+    for name, opts, suffix in variants:
+        t = time.perf_counter()
+        on = opts.pop("instance", inst)
+        sched, rep = simulate(on, registry.policy_factory(name)(on, **opts), method=name)
+        assert rep.valid
+        row["policies"][name + suffix] = {"mean_jct": rep.objective, "runtime_s": time.perf_counter() - t}
     for label, method in (("live-heuristics", "none"), ("live", a.method)):
         if label == "live" and method == "none":   # the same loop again
             row["policies"]["live"] = row["policies"]["live-heuristics"]
             break
         pol = live_policy(inst, time_limit=a.time_limit, method=method, max_oracle_jobs=a.max_oracle_jobs,
-                          max_evaluations=a.max_evaluations)
+                          max_evaluations=a.max_evaluations, preemption=pre)
         t = time.perf_counter()
         try:
             sched, rep = simulate(inst, pol, method=label)
@@ -216,6 +236,9 @@ def main(argv=None) -> int:
     ap.add_argument("--oracle-limit", type=float, default=300.0, help="offline oracle on the whole slice (s)")
     ap.add_argument("--cluster", choices=("v100", "mixed"), default="v100",
                     help="default slices on V100s (the trace's) or on the mixed V100/P100/K80 cluster (same jobs)")
+    ap.add_argument("--preemptive", type=float, default=None, metavar="RESTART_S",
+                    help="preemptive slices (a preempted job loses RESTART_S s when it resumes): the loop may preempt "
+                         "(--preemption), the baselines that preempt at their rounds join")
     ap.add_argument("--quick", action="store_true", help="first two slices, 100 jobs, short limits")
     a = ap.parse_args(argv)
     slices = a.slices or default_slices(a.data_dir, a.per_vc, a.rule, a.skip, a.seed_base)
@@ -234,6 +257,7 @@ def main(argv=None) -> int:
             continue
         row = run_slice(spec, a)
         row["settings"] = {"time_limit": a.time_limit, "method": a.method, "max_oracle_jobs": a.max_oracle_jobs,
+                           "preemptive_restart_s": a.preemptive,
                            "max_evaluations": a.max_evaluations,
                            "oracle_limit": a.oracle_limit}
         tmp = path.with_suffix(".tmp")

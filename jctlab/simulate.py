@@ -206,12 +206,15 @@ class Simulator:
         return sched, rep
 
     def apply(self, actions: Iterable[Action]) -> None:
-        """Apply ``actions`` now: preemptions first, then starts (a rule broken is a :class:`PolicyError`)."""
+        """Apply ``actions`` now: preemptions first, then starts (a rule broken is a :class:`PolicyError`).
+        A job whose work ends at its preemption (within the engine's tolerance: its completion was due at this
+        very instant) is complete, and a start of it in the same batch (the policy moving it) is dropped."""
         self._apply(actions, self.now)
 
     def _apply(self, actions: Iterable[Action], t: float) -> None:
         eng = self.engine
         starts = []
+        finished: set[int] = set()    # completed by their preemption
         for a in actions or ():
             if isinstance(a, Preempt):
                 if self.inst.problem != "preemptive":
@@ -222,12 +225,15 @@ class Simulator:
                 if eng.completion[a.job] is not None:
                     self._close(a.job, None)
                     self.done += 1
+                    finished.add(a.job)
                 else:
                     self._close(a.job, t)
                     self.waiting[a.job] = None
             else:
                 starts.append(a)
         for a in starts:
+            if a.job in finished:
+                continue
             if a.job not in self.waiting:
                 raise PolicyError(f"policy {self.method} starts job {self.inst.jobs[a.job].name}, which is not waiting")
             try:

@@ -57,6 +57,26 @@ def test_preemption_and_resume_pay_restart():
     assert r.completion["a"] == pytest.approx(30 + 10 + 80 * 1.25)
 
 
+def test_a_job_that_ends_at_its_preemption_is_complete_and_its_move_dropped():
+    """A round-based policy moves a job at the instant its work ends (within the engine's tolerance, before
+    its completion event): the preemption completes it, and the start that would have moved it is dropped
+    (it was a PolicyError: found by gittins+packed-nonsticky on a Philly slice)."""
+    d = tiny_dict()
+    d["problem"] = "preemptive"
+    d["jobs"][0].update(batch=100, comm_mb=0)           # 1 s/iteration on n0:0, 100 iterations
+    d["jobs"][1]["arrival"] = 100.0 * (1 - 1e-10)       # a decision point just before a's completion event
+    inst = Instance.from_dict(d)
+    t = d["jobs"][1]["arrival"]
+    plan = {0.0: [Start(0, Allocation(("n0:0",)))],
+            t: [Preempt(0), Start(0, Allocation(("n0:1",))), Start(1, Allocation(("n1:0",)))]}
+    s, r = simulate(inst, Script(plan))
+    assert r.valid, r.error
+    assert [(x.start, x.end) for x in s.segments if x.job == "a"] == [(0.0, None)]
+    assert r.completion["a"] == pytest.approx(100.0)
+    with pytest.raises(PolicyError, match="not waiting"):   # a start of a job still running is an error still
+        simulate(inst, Script({0.0: [Start(0, Allocation(("n0:0",)))], t: [Start(0, Allocation(("n0:1",)))]}))
+
+
 def test_impossible_actions_are_policy_errors(tiny):
     with pytest.raises(PolicyError, match="hosts job"):
         simulate(tiny, Script({5.0: [Start(1, Allocation(("n0:0",)))], 0.0: [Start(0, Allocation(("n0:0",)))]}))

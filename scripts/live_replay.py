@@ -169,7 +169,7 @@ def run_slice(spec: str, a: argparse.Namespace) -> dict:
             row["policies"]["live"] = row["policies"]["live-heuristics"]
             break
         pol = live_policy(inst, time_limit=a.time_limit, method=method, max_oracle_jobs=a.max_oracle_jobs,
-                          max_evaluations=a.max_evaluations, preemption=pre)
+                          max_evaluations=a.max_evaluations, preemption=pre, preempt_gain=a.preempt_gain)
         t = time.perf_counter()
         try:
             sched, rep = simulate(inst, pol, method=label)
@@ -239,6 +239,8 @@ def main(argv=None) -> int:
     ap.add_argument("--preemptive", type=float, default=None, metavar="RESTART_S",
                     help="preemptive slices (a preempted job loses RESTART_S s when it resumes): the loop may preempt "
                          "(--preemption), the baselines that preempt at their rounds join")
+    ap.add_argument("--preempt-gain", type=float, default=0.01,
+                    help="with --preemptive: the least relative gain of each preemption the loop makes")
     ap.add_argument("--quick", action="store_true", help="first two slices, 100 jobs, short limits")
     a = ap.parse_args(argv)
     slices = a.slices or default_slices(a.data_dir, a.per_vc, a.rule, a.skip, a.seed_base)
@@ -257,7 +259,7 @@ def main(argv=None) -> int:
             continue
         row = run_slice(spec, a)
         row["settings"] = {"time_limit": a.time_limit, "method": a.method, "max_oracle_jobs": a.max_oracle_jobs,
-                           "preemptive_restart_s": a.preemptive,
+                           "preemptive_restart_s": a.preemptive, "preempt_gain": a.preempt_gain,
                            "max_evaluations": a.max_evaluations,
                            "oracle_limit": a.oracle_limit}
         tmp = path.with_suffix(".tmp")

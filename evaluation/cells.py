@@ -15,12 +15,9 @@ call, with a lazily produced action list materialised inside the measurement.
 from __future__ import annotations
 
 import os
-import signal
 import sys
-import threading
 import time
 import traceback
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable
@@ -32,6 +29,7 @@ from jctlab.errors import InputError
 from jctlab.model import Instance, Schedule, load_instance
 from jctlab.replay import Replay, replay
 from jctlab.simulate import simulate
+from jctlab.watchdog import raise_after
 
 from .methods import SOLVER, MethodSpec
 from .suites import canonical_hash, finite
@@ -89,30 +87,6 @@ def cell_key(instance_sha: str, method: MethodSpec, seed: int, time_limit: float
 class CellTimeout(BaseException):
     """Raised in a cell's thread when its ``timeout_s`` passes. A BaseException, so that a method's own
     ``except Exception`` cannot swallow it."""
-
-
-@contextmanager
-def deadline(seconds: float | None):
-    """Interrupt the body after ``seconds`` of wall-clock time with :class:`CellTimeout` (SIGALRM: Python code
-    is stopped between two bytecodes; code inside a C library, a solver's search, only when it returns, which
-    its own time limit bounds). A no-op without ``seconds``, off the main thread or where there is no
-    SIGALRM (the cell then runs to its end)."""
-    usable = (seconds is not None and hasattr(signal, "setitimer")
-              and threading.current_thread() is threading.main_thread())
-    if not usable:
-        yield
-        return
-
-    def fire(signum, frame):
-        raise CellTimeout
-
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 class TimedPolicy:
@@ -238,7 +212,7 @@ def run_cell(task: CellTask, inst: Instance | dict | None = None) -> CellOutcome
     try:
         instance = _instance(task, inst)
         fn = task.method.load()
-        with deadline(task.timeout_s):
+        with raise_after(task.timeout_s, CellTimeout):
             if task.method.kind == SOLVER:
                 sched = _run_solver(task, instance, fn, row)
             else:

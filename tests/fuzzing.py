@@ -34,6 +34,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from jctlab.model import load_instance, load_schedule
+from jctlab.watchdog import raise_after
 
 from .fuzz_cases import CORE_WEIGHTS, METHODS, Case, bases, core_strategies, extreme, ps_heavy, schedule_of
 from .fuzz_cases_eval import EVAL_WEIGHTS, eval_files, eval_strategies
@@ -83,27 +84,9 @@ class Overrun(BaseException):
 WATCHDOG_S = 30.0      # beyond its limit (or NO_LIMIT_S), a case is stopped
 
 
-@contextlib.contextmanager
 def watchdog(seconds: float):
-    """SIGALRM after ``seconds`` raises :class:`Overrun` in Python code (C code, e.g. a solver, runs on
-    until its own limit); a no-op outside the main thread."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(*_: Any) -> None:
-        raise Overrun()
-
-    old = signal.signal(signal.SIGALRM, stop)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+    """:class:`Overrun` after ``seconds`` (:func:`jctlab.watchdog.raise_after`), so that a fuzz run never hangs."""
+    return raise_after(seconds, Overrun)
 
 
 def run_in_process(case: Case, root: Path) -> Outcome:

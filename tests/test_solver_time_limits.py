@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import signal
 import time
 
 import pytest
@@ -28,6 +27,7 @@ from jctlab.model import Instance, Job, PSConfig
 from jctlab.replay import replay
 from jctlab.resources import ps_placements
 from jctlab.speed import ps_counts, ps_overhead_s
+from jctlab.watchdog import raise_after
 
 from .fuzzing import METHODS, bases, extreme, ps_heavy, warm_up
 
@@ -54,21 +54,14 @@ def test_solve_ends_within_its_limit_on_hostile_instances(case, method):
     warm_up()
     inst = ps_heavy(*HOSTILE[case])
 
-    def stop(*_):
-        raise _Overrun()
-
-    old = signal.signal(signal.SIGALRM, stop)
-    signal.setitimer(signal.ITIMER_REAL, LIMIT + SLACK)
     t0 = time.perf_counter()
     try:
-        r = oracle.solve(inst, method, time_limit=LIMIT, threads=1, seed=0)
+        with raise_after(LIMIT + SLACK, _Overrun):
+            r = oracle.solve(inst, method, time_limit=LIMIT, threads=1, seed=0)
     except _Overrun:
         pytest.fail(f"{method} on {case}: still running at {LIMIT + SLACK:g} s (limit {LIMIT:g} s)")
     except InputError:       # a method may refuse an instance it cannot take (brute: too large): bad input
         r = None
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
     assert time.perf_counter() - t0 <= LIMIT + SLACK
     if r is not None and r.schedule is not None:
         rep = replay(inst, r.claimed_schedule())

@@ -212,7 +212,7 @@ def test_auto_runs_offline_members_in_turn_with_every_thread(monkeypatch):
     seen = _spy_members(monkeypatch)
     inst = tiny(6, gpus=4, nodes=2, jobs=4, max_size=2, variability=0.08)   # no queue: preemptive LP = Σ(a_j + p_j)
     t0 = time.perf_counter()
-    params = portfolio.PortfolioParams(exact_first=False)
+    params = portfolio.PortfolioParams(exact_first=False, race_max_s_per_job=math.inf)
     r = portfolio.portfolio(inst, time_limit=20, threads=2, member=dispatch, params=params)
     check_valid(inst, r)
     assert r.status == "optimal" and r.objective == pytest.approx(brute.solve(inst).objective, rel=RTOL)
@@ -234,7 +234,7 @@ def test_auto_gives_cpsat_every_thread_and_the_limit_where_every_allocation_is_e
     from oracle.dispatch import dispatch
 
     seen = _spy_members(monkeypatch)
-    params = portfolio.PortfolioParams(bnb_max_jobs=0)
+    params = portfolio.PortfolioParams(bnb_max_jobs=0, race_max_s_per_job=math.inf)   # the enumeration decides
     inst = tiny(0, gpus=4, nodes=2, jobs=5, max_size=4, interarrival_s=120, variability=0.08)
     assert preemptive_lb(inst, None) > params.race * trivial_bound(inst)  # a queue
     assert portfolio.exact_model_applies(inst)
@@ -242,7 +242,7 @@ def test_auto_gives_cpsat_every_thread_and_the_limit_where_every_allocation_is_e
     r = portfolio.portfolio(inst, time_limit=20, threads=2, member=dispatch, params=params)
     check_valid(inst, r)
     assert r.status == "optimal" and r.objective == pytest.approx(brute.solve(inst).objective, rel=RTOL)
-    assert r.params["parallel"] is False and r.params["exact"] is True and r.params["queue"] is None
+    assert r.params["parallel"] is False and r.params["cpsat_first"] is True and r.params["queue"] is None
     name, threads, limit, at = seen[0]
     assert (name, threads) == ("cpsat", 2)
     handback = params.handback_s
@@ -250,6 +250,24 @@ def test_auto_gives_cpsat_every_thread_and_the_limit_where_every_allocation_is_e
     # the option counts that decide it: one job with more GPU subsets than the enumeration covers, and not
     big = offline_instance(gpus=16, nodes=2, jobs=4, max_size=8, seed=0)
     assert not portfolio.exact_model_applies(big) and not concrete_options(big)[1]
+
+
+def test_auto_gives_cpsat_every_thread_where_the_limit_leaves_time_per_job(monkeypatch):
+    """A queue whose allocations are not all enumerated, with at least ``race_max_s_per_job`` of the limit per job:
+    no race (CP-SAT's class and node-exact proofs need both threads), CP-SAT first with both threads."""
+    from oracle import portfolio
+    from oracle.dispatch import dispatch
+
+    seen = _spy_members(monkeypatch)
+    params = portfolio.PortfolioParams()
+    inst = offline_instance(gpus=8, nodes=2, jobs=5, max_size=8, interarrival_s=60, duration_h=(0.1, 0.5),
+                            variability=0.08, locality_penalty=1.2, seed=2)
+    assert preemptive_lb(inst, None) > params.race * trivial_bound(inst) and not portfolio.exact_model_applies(inst)
+    assert 20 >= params.race_max_s_per_job * len(inst.jobs)
+    r = portfolio.portfolio(inst, time_limit=20, threads=2, member=dispatch, params=params)
+    check_valid(inst, r)
+    assert r.status == "optimal" and r.params["parallel"] is False and r.params["cpsat_first"] is True
+    assert seen[0][:2] == ("cpsat", 2)
 
 
 def test_auto_races_offline_members_on_a_queue():
@@ -260,7 +278,7 @@ def test_auto_races_offline_members_on_a_queue():
     from oracle import portfolio
     from oracle.dispatch import dispatch
 
-    no_bnb = portfolio.PortfolioParams(bnb_max_jobs=0, exact_first=False)
+    no_bnb = portfolio.PortfolioParams(bnb_max_jobs=0, exact_first=False, race_max_s_per_job=math.inf)
     inst = tiny(0, gpus=4, nodes=2, jobs=5, max_size=4, interarrival_s=120, variability=0.08)
     assert preemptive_lb(inst, None) > no_bnb.race * trivial_bound(inst)   # the case under test
     opt = brute.solve(inst).objective

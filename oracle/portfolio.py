@@ -1,7 +1,12 @@
 """The ``auto`` method: a portfolio that keeps the best replayed schedule and the largest proven bound.
 
 Static and offline: a heuristic incumbent first (it becomes the hint of every member, hinting every
-variable), then CP-SAT and the HiGHS MILP. With ``threads >= 2`` and a limit of at least ``race_min_s``
+variable), then CP-SAT and the HiGHS MILP. Offline instances whose every allocation is enumerated
+(:func:`exact_model_applies`: CP-SAT solves its exact model, the one that proves small queues), and with
+``threads >= 2`` offline instances given at least ``race_max_s_per_job`` seconds per job, run CP-SAT first
+with every thread and all of the time left, then HiGHS with what CP-SAT leaves unused: there CP-SAT with one
+thread beside a HiGHS process proved less than CP-SAT alone, so ``auto``'s bound fell below its member's
+(small queues of 8-16 jobs at 60 s). Otherwise, with ``threads >= 2`` and a limit of at least ``race_min_s``
 (or none), static instances, and offline instances where jobs queue for GPUs (the preemptive LP bound
 is above ``race`` × Σ(a_j + p_j)/n), run them at the same time in two processes, each with half the
 threads, under one wall-clock deadline; a member that proves optimality (or infeasibility) ends the
@@ -33,7 +38,7 @@ from baselines.families import resolve
 from formulations.budget import Budget
 from formulations.offline import bnb as offline_bnb
 from formulations.offline.classes import trivial_bound
-from formulations.offline.concrete import concrete_options
+from formulations.offline.concrete import ConcreteParams, concrete_options, count_subsets
 from formulations.offline.greedy import offline_greedy
 from formulations.offline.options import binding_resources
 from formulations.offline.pipeline import preemptive_lb
@@ -70,6 +75,14 @@ class PortfolioParams:
     offline_cpsat_share: float = 0.85
     race: float = 1.01                # offline: the preemptive LP above race × Σ(a_j + p_j)/n: a queue, the members race
     queue_milp_share: float = 0.9     # on a queue with one thread: HiGHS first with this share
+    #: offline instances whose every allocation is enumerated (``exact_first``), or with ≥ 2 threads and at least
+    #: ``race_max_s_per_job`` s of the limit per job: CP-SAT first with every thread and this share of the time left
+    #: (HiGHS gets what it leaves), never a race. Its exact model, and with the time its core-based workers on the
+    #: class and node-exact models, are what prove small queues; both need both threads. Measured: the race wins
+    #: on 8 × 12 queues at 10 s (0.8 s per job), CP-SAT alone on 16-job queues on 8 GPUs at 60 s (3.75 s per job)
+    cpsat_first_share: float = 1.0
+    exact_first: bool = True          # False: enumerated instances take the rules below like any other
+    race_max_s_per_job: float = 2.0
     #: small offline instances (:func:`_bnb_applies`): the exact branch and bound runs first with bnb_probe of the
     #: limit (it proves 10-job queues on 4 GPUs in seconds where the models prove none in 30 s); unfinished, the
     #: members get their share of the rest (hinted with its schedule), and it resumes with the last bnb_resume of
@@ -201,17 +214,22 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
             hint = r.schedule
         # the members get their share, then the search resumes with the rest (and their best schedule)
         dl = Budget(dl.left() * (1 - p_.bnb_resume))
-    pre_lb = _preemptive_lb(inst, dl) if inst.problem == "offline" and long_enough else None
+    # every allocation enumerated, or time for CP-SAT's proofs: CP-SAT first with every thread, no queue test,
+    # no race
+    roomy = threads >= 2 and dl.left() >= p_.race_max_s_per_job * len(inst.jobs)
+    cpsat_first = inst.problem == "offline" and ((p_.exact_first and exact_model_applies(inst)) or roomy)
+    pre_lb = _preemptive_lb(inst, dl) if inst.problem == "offline" and long_enough and not cpsat_first else None
     on_queue = None if pre_lb is None else _queued(inst, pre_lb, p_.race)
     # a daemonic process (a worker of a multiprocessing pool) may not start processes: members in turn
-    parallel = (threads >= 2 and long_enough and not mp.current_process().daemon
+    parallel = (threads >= 2 and long_enough and not mp.current_process().daemon and not cpsat_first
                 and (inst.problem != "offline" or bool(on_queue)))
     # in turn on a queue: HiGHS first (its list-scheduling incumbents and class MILP beat CP-SAT there)
     members = MEMBERS[::-1] if on_queue else MEMBERS
     info: dict[str, Any] = {"members": ["bnb"] * (search is not None) + list(members), "time_limit": time_limit,
                             "threads": threads, "seed": seed, "versions": solver_versions(), "parallel": parallel}
     if inst.problem == "offline":
-        info["queue"] = on_queue   # None: not tested (a limit under race_min_s, or none)
+        info["queue"] = on_queue   # None: not tested (a limit under race_min_s, or none, or CP-SAT first)
+        info["cpsat_first"] = cpsat_first
     if hint is None and warm:
         hint = _heuristic(inst, seed, time_limit)
     results: list[Result] = []
@@ -265,14 +283,16 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
                     p.join(timeout=1.0)
             q.close()
     else:
-        share = (p_.queue_milp_share if on_queue else p_.offline_cpsat_share if inst.problem == "offline"
-                 else p_.cpsat_share)
+        share = (p_.cpsat_first_share if cpsat_first else p_.queue_milp_share if on_queue
+                 else p_.offline_cpsat_share if inst.problem == "offline" else p_.cpsat_share)
         for k, m in enumerate(members):
             left = dl.left()
             if k and left <= p_.member_min_s:
                 break
-            # the first member always runs (briefly, if the heuristic took the limit): it gives the bound
-            tl = None if left == float("inf") else max(0.05, left * share if k == 0 else left)
+            # the first member always runs (briefly, if the heuristic took the limit): it gives the bound; the
+            # hand-back margin is kept where it takes all of the time left
+            first = left * share if share < 1 else left - p_.handback_s
+            tl = None if left == float("inf") else max(0.05, first if k == 0 else left)
             r = _member(member, m, inst, tl, threads, seed, hint, warm)
             results.append(r)
             if r.status.proven:
@@ -359,6 +379,16 @@ def _bnb_applies(inst: Instance, p: PortfolioParams) -> bool:
         return False
     opts = concrete_options(inst)[0]
     return sum(map(len, opts)) <= p.bnb_max_options and not binding_resources(inst, opts)
+
+
+def exact_model_applies(inst: Instance) -> bool:
+    """An offline instance whose every allocation is enumerated (:func:`concrete_options` complete), where the
+    CP-SAT member solves its exact model. The subset count is checked first: it is cheap, the enumeration of a
+    large instance is not."""
+    if inst.problem != "offline":
+        return False
+    limit = ConcreteParams().complete_limit
+    return all(count_subsets(inst, j) <= limit for j in inst.jobs) and concrete_options(inst)[1]
 
 
 def _preemptive_lb(inst: Instance, dl: Budget) -> float | None:

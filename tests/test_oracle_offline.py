@@ -188,10 +188,9 @@ def test_local_search_takes_the_core_workers_time_when_the_class_model_has_no_so
     assert calls == [None]              # one CP-SAT model: the class model, default workers
 
 
-def test_auto_runs_offline_members_in_turn_with_every_thread(monkeypatch):
-    """Offline ``auto`` with 2 threads: CP-SAT, then (unless it proved optimality) HiGHS, each with both
-    threads, not side by side with one each; the result is the brute-force optimum."""
-    from oracle import methods, portfolio
+def _spy_members(monkeypatch) -> list:
+    """Record (member, threads, time limit, when) of every member ``auto`` starts in this process."""
+    from oracle import portfolio
 
     real, seen = portfolio._member, []
 
@@ -200,18 +199,75 @@ def test_auto_runs_offline_members_in_turn_with_every_thread(monkeypatch):
         return real(member, name, inst, time_limit, threads, *a)
 
     monkeypatch.setattr(portfolio, "_member", spy)
+    return seen
+
+
+def test_auto_runs_offline_members_in_turn_with_every_thread(monkeypatch):
+    """Offline ``auto`` with 2 threads where no allocation is enumerated: CP-SAT, then (unless it proved
+    optimality) HiGHS, each with both threads, not side by side with one each; the result is the brute-force
+    optimum."""
+    from oracle import portfolio
+    from oracle.dispatch import dispatch
+
+    seen = _spy_members(monkeypatch)
     inst = tiny(6, gpus=4, nodes=2, jobs=4, max_size=2, variability=0.08)   # no queue: preemptive LP = Σ(a_j + p_j)
     t0 = time.perf_counter()
-    r = methods.solve(inst, method="auto", time_limit=20, threads=2, cache=None)
+    params = portfolio.PortfolioParams(exact_first=False, race_max_s_per_job=math.inf)
+    r = portfolio.portfolio(inst, time_limit=20, threads=2, member=dispatch, params=params)
     check_valid(inst, r)
     assert r.status == "optimal" and r.objective == pytest.approx(brute.solve(inst).objective, rel=RTOL)
     assert r.params["parallel"] is False and r.params["queue"] is False
     # CP-SAT first, with both threads and its share of what was left of the limit when it started
-    share = portfolio.PortfolioParams().offline_cpsat_share
+    share = params.offline_cpsat_share
     name, threads, limit, at = seen[0]
     assert (name, threads) == ("cpsat", 2)
     assert share * (20 - (at - t0)) - 1e-6 <= limit <= share * 20
     assert all(t == 2 for _, t, _, _ in seen)
+
+
+def test_auto_gives_cpsat_every_thread_and_the_limit_where_every_allocation_is_enumerated(monkeypatch):
+    """A queue whose every allocation is enumerated (CP-SAT's exact model applies): ``auto`` with 2 threads does
+    not race (that left its CP-SAT member one thread, and its bound below CP-SAT's alone on small queues) and runs
+    no queue test of its own: CP-SAT first with both threads and all of the limit but the hand-back margin. (The
+    exact search, which proves such a tiny queue before the members start, is switched off.)"""
+    from oracle import portfolio
+    from oracle.dispatch import dispatch
+
+    seen = _spy_members(monkeypatch)
+    params = portfolio.PortfolioParams(bnb_max_jobs=0, race_max_s_per_job=math.inf)   # the enumeration decides
+    inst = tiny(0, gpus=4, nodes=2, jobs=5, max_size=4, interarrival_s=120, variability=0.08)
+    assert preemptive_lb(inst, None) > params.race * trivial_bound(inst)  # a queue
+    assert portfolio.exact_model_applies(inst)
+    t0 = time.perf_counter()
+    r = portfolio.portfolio(inst, time_limit=20, threads=2, member=dispatch, params=params)
+    check_valid(inst, r)
+    assert r.status == "optimal" and r.objective == pytest.approx(brute.solve(inst).objective, rel=RTOL)
+    assert r.params["parallel"] is False and r.params["cpsat_first"] is True and r.params["queue"] is None
+    name, threads, limit, at = seen[0]
+    assert (name, threads) == ("cpsat", 2)
+    handback = params.handback_s
+    assert 20 - (at - t0) - handback - 1e-6 <= limit <= 20 - handback
+    # the option counts that decide it: one job with more GPU subsets than the enumeration covers, and not
+    big = offline_instance(gpus=16, nodes=2, jobs=4, max_size=8, seed=0)
+    assert not portfolio.exact_model_applies(big) and not concrete_options(big)[1]
+
+
+def test_auto_gives_cpsat_every_thread_where_the_limit_leaves_time_per_job(monkeypatch):
+    """A queue whose allocations are not all enumerated, with at least ``race_max_s_per_job`` of the limit per job:
+    no race (CP-SAT's class and node-exact proofs need both threads), CP-SAT first with both threads."""
+    from oracle import portfolio
+    from oracle.dispatch import dispatch
+
+    seen = _spy_members(monkeypatch)
+    params = portfolio.PortfolioParams()
+    inst = offline_instance(gpus=8, nodes=2, jobs=5, max_size=8, interarrival_s=60, duration_h=(0.1, 0.5),
+                            variability=0.08, locality_penalty=1.2, seed=2)
+    assert preemptive_lb(inst, None) > params.race * trivial_bound(inst) and not portfolio.exact_model_applies(inst)
+    assert 20 >= params.race_max_s_per_job * len(inst.jobs)
+    r = portfolio.portfolio(inst, time_limit=20, threads=2, member=dispatch, params=params)
+    check_valid(inst, r)
+    assert r.status == "optimal" and r.params["parallel"] is False and r.params["cpsat_first"] is True
+    assert seen[0][:2] == ("cpsat", 2)
 
 
 def test_auto_races_offline_members_on_a_queue():
@@ -222,7 +278,7 @@ def test_auto_races_offline_members_on_a_queue():
     from oracle import portfolio
     from oracle.dispatch import dispatch
 
-    no_bnb = portfolio.PortfolioParams(bnb_max_jobs=0)
+    no_bnb = portfolio.PortfolioParams(bnb_max_jobs=0, exact_first=False, race_max_s_per_job=math.inf)
     inst = tiny(0, gpus=4, nodes=2, jobs=5, max_size=4, interarrival_s=120, variability=0.08)
     assert preemptive_lb(inst, None) > no_bnb.race * trivial_bound(inst)   # the case under test
     opt = brute.solve(inst).objective

@@ -19,13 +19,43 @@ MAX_PS_PLACEMENTS = 512
 
 def node_demand(job: Job, alloc: Allocation, cluster: Cluster) -> tuple[dict[str, float], dict[str, float]]:
     """(CPUs per node, GB per node) that ``job`` holds on ``alloc``."""
+    gpu = cluster.gpu
+    per: dict[str, int] = {}
+    for g in alloc.gpus:
+        n = gpu[g].node
+        per[n] = per.get(n, 0) + 1
+    return demand_on(job, alloc, per, cluster)
+
+
+def fair_shares(cluster: Cluster) -> dict[str, tuple[float, float]]:
+    """node -> (fair CPUs, fair GB) per GPU: what a GPU at the null level takes."""
+    return {nd.name: (nd.fair_cpus, nd.fair_mem_gb) for nd in cluster.nodes}
+
+
+def demand_on(job: Job, alloc: Allocation, per_node: Mapping[str, int], cluster: Cluster,
+              fair: Mapping[str, tuple[float, float]] | None = None) -> tuple[dict[str, float], dict[str, float]]:
+    """:func:`node_demand` given ``per_node``: node -> how many of ``alloc``'s GPUs it holds, nodes in
+    the order the GPUs first name them (the engine counts them while it checks the GPUs), and
+    optionally the cluster's :func:`fair_shares`. A node's amount is its GPUs' values added one by one,
+    in the nodes' order, then ``ps_cpus`` per server."""
     cpu: dict[str, float] = {}
     mem: dict[str, float] = {}
-    for g in alloc.gpus:
-        n = g.split(":", 1)[0]
-        node = cluster.node[n]
-        cpu[n] = cpu.get(n, 0.0) + (node.fair_cpus if alloc.cpus_per_gpu is None else alloc.cpus_per_gpu)
-        mem[n] = mem.get(n, 0.0) + (node.fair_mem_gb if alloc.mem_gb_per_gpu is None else alloc.mem_gb_per_gpu)
+    cpg, mpg = alloc.cpus_per_gpu, alloc.mem_gb_per_gpu
+    if fair is None:
+        fair = {n: (cluster.node[n].fair_cpus, cluster.node[n].fair_mem_gb) for n in per_node}
+    for n, k in per_node.items():
+        x, y = fair[n]
+        if cpg is not None:
+            x = cpg
+        if mpg is not None:
+            y = mpg
+        c = 0.0 + x
+        m = 0.0 + y
+        for _ in range(k - 1):
+            c += x
+            m += y
+        cpu[n] = c
+        mem[n] = m
     if job.ps is not None:
         for n in alloc.ps_nodes:
             cpu[n] = cpu.get(n, 0.0) + job.ps.ps_cpus

@@ -116,6 +116,7 @@ class Simulator:
         self.done = 0
         self._open: dict[int, tuple[float, Allocation]] = {}
         self._segments: list[Segment] = []
+        self._seg_keys: list[tuple[float, int]] = []   # (start, job index) of each segment: the emit order
         self.decisions = 0
         self._order = sorted(range(len(inst.jobs)), key=lambda j: (inst.jobs[j].arrival, j))
         self._ai = 0                          # next arrival in _order
@@ -197,7 +198,8 @@ class Simulator:
     def finish(self, runtime: float) -> tuple[Schedule, Replay]:
         """The schedule of the finished run, replayed, claiming the replayed objective."""
         inst = self.inst
-        segs = tuple(sorted(self._segments, key=lambda s: (s.start, inst.index[s.job])))
+        keys, made = self._seg_keys, self._segments
+        segs = tuple(made[i] for i in sorted(range(len(made)), key=keys.__getitem__))
         sched = Schedule(inst.name, self.method, segs)
         rep = replay(inst, sched)
         if not rep.valid:
@@ -240,6 +242,7 @@ class Simulator:
     def _close(self, j: int, end: float | None) -> None:
         start, alloc = self._open.pop(j)
         self._segments.append(Segment(self.inst.jobs[j].name, start, end, alloc))
+        self._seg_keys.append((start, j))
 
 
 def simulate(inst: Instance, policy: Policy, round_s: float | None = None, method: str | None = None) -> tuple[Schedule, Replay]:

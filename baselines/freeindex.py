@@ -179,6 +179,15 @@ class FreeIndex:
         for s in self.schemes:
             s.update(v, new)
 
+    def reset(self) -> None:
+        """Every GPU free again: the nodes not wholly free are set so (the state is a function of the
+        free GPUs alone, so it equals giving every used GPU back)."""
+        free = self.free
+        for v, s in enumerate(self.size):
+            full = (1 << s) - 1
+            if free[v] != full:
+                self._set(v, full)
+
     def take(self, gpus: Iterable[str]) -> None:
         """Mark ``gpus`` (ids, all free) as used."""
         self._change(gpus, False)
@@ -341,6 +350,11 @@ class RankedFree:
                 raise ValueError("a GPU given back is already free")
             ranked.insert(k, i)
         self.total = len(ranked)
+
+    def reset(self) -> None:
+        """Every GPU free again."""
+        self.ranked = list(range(len(self.ids)))
+        self.total = len(self.ids)
 
     def nth_free(self, k: int) -> str:
         """The k-th (0-based) free GPU in cluster order."""

@@ -67,7 +67,8 @@ def run(inst: Path, policy: str, timeout: float, pythonpath: str | None) -> dict
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    cmd = [sys.executable, "-m", "jctlab.cli", "simulate", str(inst), "--policy", policy, "--json"]
+    # -P: no current directory first on sys.path, so that a version's PYTHONPATH is the code that runs
+    cmd = [sys.executable, "-P", "-m", "jctlab.cli", "simulate", str(inst), "--policy", policy, "--json"]
     t = time.perf_counter()
     c0 = os.times()
     try:

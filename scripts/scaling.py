@@ -81,10 +81,12 @@ def run(inst: Path, policy: str, timeout: float, pythonpath: str | None) -> dict
     if p.returncode != 0:
         return {"status": "error", "wall_s": wall, "cpu_s": cpu, "error": p.stderr.strip().splitlines()[-1:]}
     try:
-        obj = json.loads(p.stdout).get("objective")
+        out = json.loads(p.stdout)
+        obj, pre = out.get("objective"), out.get("metrics", {}).get("preemptions")
     except (ValueError, AttributeError):
-        obj = None
-    return {"status": "ok", "wall_s": wall, "cpu_s": cpu, "objective": obj}
+        obj = pre = None
+    # preemptions + jobs = the schedule's segments: the output a policy's run must emit and replay
+    return {"status": "ok", "wall_s": wall, "cpu_s": cpu, "objective": obj, "preemptions": pre}
 
 
 def load(path: Path) -> list[dict]:

@@ -6,6 +6,8 @@
   sum of SPEC §4 (written out here), as :func:`jctlab.resources.node_demand` does.
 - A replay whose heap of completion predictions is compacted many times (hundreds of stops and
   restarts) gives the completions of the same schedule replayed one job at a time.
+- The simulator's round check bounds each job's run time over one GPU of each kind
+  (:func:`jctlab.simulate.gpu_kinds`): the same bound as over every GPU.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from jctlab.generators import offline_instance
 from jctlab.model import Allocation, Schedule, Segment
 from jctlab.replay import replay
 from jctlab.resources import demand_on, fair_shares, node_demand
+from jctlab.simulate import gpu_kinds, least_run_time
 from jctlab.speed import BaseTimes, SpeedError, base_iteration_time
 
 
@@ -73,6 +76,10 @@ def test_memoised_base_times_and_demands_are_their_definitions(seed, topology, p
         spelled = gpu_by_gpu(job, alloc, cl)
         assert demand_on(job, alloc, per, cl, fair) == spelled
         assert node_demand(job, alloc, cl) == spelled
+    kinds = gpu_kinds(inst)
+    assert len(kinds) < len(cl.gpus) or variability > 0
+    for job in inst.jobs:
+        assert least_run_time(job, inst, kinds) == least_run_time(job, inst)
 
 
 def test_many_restarts_replay_to_the_completions_of_one_segment_each():

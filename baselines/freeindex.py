@@ -18,9 +18,8 @@ against the scan it replaces.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Iterable, Sequence
-
-from sortedcontainers import SortedList
 
 from jctlab.model import Cluster
 
@@ -123,11 +122,10 @@ class FreeIndex:
     """The free GPUs of a cluster, with the count and slowdown-bin indexes the placements query.
 
     ``schemes``: slowdown vectors (one value per GPU, cluster order) to index; equal vectors share one
-    :class:`Scheme`. ``ranked``: also keep the free GPUs in a sorted list, for "the k-th free GPU"
-    (random placement). Starts with every GPU free.
+    :class:`Scheme`. Starts with every GPU free.
     """
 
-    def __init__(self, cluster: Cluster, schemes: Iterable[Sequence[float]] = (), ranked: bool = False):
+    def __init__(self, cluster: Cluster, schemes: Iterable[Sequence[float]] = ()):
         self.ids: list[str] = []
         self.node_of: list[int] = []
         self.bit: list[int] = []
@@ -150,7 +148,6 @@ class FreeIndex:
         for v, s in enumerate(self.size):
             self.by_count[s] |= 1 << v
         self.total = len(self.ids)
-        self.ranked = SortedList(range(self.total)) if ranked else None
         self._schemes: dict[tuple[float, ...], Scheme] = {}
         self.schemes: list[Scheme] = []
         for sf in schemes:
@@ -182,6 +179,15 @@ class FreeIndex:
         for s in self.schemes:
             s.update(v, new)
 
+    def reset(self) -> None:
+        """Every GPU free again: the nodes not wholly free are set so (the state is a function of the
+        free GPUs alone, so it equals giving every used GPU back)."""
+        free = self.free
+        for v, s in enumerate(self.size):
+            full = (1 << s) - 1
+            if free[v] != full:
+                self._set(v, full)
+
     def take(self, gpus: Iterable[str]) -> None:
         """Mark ``gpus`` (ids, all free) as used."""
         self._change(gpus, False)
@@ -196,8 +202,9 @@ class FreeIndex:
         for g in gpus:
             v, b = loc[g]
             per[v] = per.get(v, 0) | b
+        cur_free = self.free
         for v, m in per.items():
-            cur = self.free[v]
+            cur = cur_free[v]
             if free:
                 if cur & m:
                     raise ValueError("a GPU given back is already free")
@@ -206,13 +213,6 @@ class FreeIndex:
                 if cur & m != m:
                     raise ValueError("a GPU taken is not free")
                 self._set(v, cur & ~m)
-        if self.ranked is not None:
-            idx = [self.gi[g] for g in gpus]
-            if free:
-                self.ranked.update(idx)
-            else:
-                for i in idx:
-                    self.ranked.remove(i)
 
     # ------------------------------------------------------------------ views
     def gpus_of(self, v: int, mask: int, k: int) -> list[str]:
@@ -233,10 +233,6 @@ class FreeIndex:
                 if gl:
                     out[gl[0].split(":", 1)[0]] = gl
         return out
-
-    def nth_free(self, k: int) -> str:
-        """The k-th (0-based) free GPU in cluster order (needs ``ranked``)."""
-        return self.ids[self.ranked[k]]
 
     # ------------------------------------------------------------------ queries
     def first_node_with(self, n: int) -> int | None:
@@ -320,3 +316,55 @@ class FreeIndex:
                 v = (x & -x).bit_length() - 1
                 return self.gpus_of(v, self.free[v] & s.pre_mask[v][u], n)
         return None   # unreachable: mu's nodes have >= n at top too
+
+
+class RankedFree:
+    """The free GPUs as one sorted list of cluster positions, for "the k-th free GPU" (random
+    placement, which needs nothing else). A plain list: at cluster sizes (thousands of GPUs) a
+    C-level insert or delete costs less than a balanced structure's Python-level one. Starts with
+    every GPU free; ``take``/``give``/``as_map`` as :class:`FreeIndex`'s."""
+
+    def __init__(self, cluster: Cluster):
+        self.ids = [g.id for g in cluster.gpus]
+        self.gi = {g: i for i, g in enumerate(self.ids)}
+        self.node = [g.node for g in cluster.gpus]
+        self.ranked = list(range(len(self.ids)))
+        self.total = len(self.ids)
+
+    def take(self, gpus: Iterable[str]) -> None:
+        ranked, gi = self.ranked, self.gi
+        for g in gpus:
+            i = gi[g]
+            k = bisect_left(ranked, i)
+            if k == len(ranked) or ranked[k] != i:
+                raise ValueError("a GPU taken is not free")
+            del ranked[k]
+        self.total = len(ranked)
+
+    def give(self, gpus: Iterable[str]) -> None:
+        ranked, gi = self.ranked, self.gi
+        for g in gpus:
+            i = gi[g]
+            k = bisect_left(ranked, i)
+            if k < len(ranked) and ranked[k] == i:
+                raise ValueError("a GPU given back is already free")
+            ranked.insert(k, i)
+        self.total = len(ranked)
+
+    def reset(self) -> None:
+        """Every GPU free again."""
+        self.ranked = list(range(len(self.ids)))
+        self.total = len(self.ids)
+
+    def nth_free(self, k: int) -> str:
+        """The k-th (0-based) free GPU in cluster order."""
+        return self.ids[self.ranked[k]]
+
+    def as_map(self, ok=None) -> dict[str, list[str]]:
+        """node name -> free GPU ids, nodes in order, empty nodes left out; ``ok`` filters GPU ids."""
+        out: dict[str, list[str]] = {}
+        for i in self.ranked:
+            g = self.ids[i]
+            if ok is None or ok(g):
+                out.setdefault(self.node[i], []).append(g)
+        return out

@@ -152,6 +152,10 @@ class IndexState:
     def give(self, j: int, alloc: Allocation) -> None:
         self.idx.give(alloc.gpus)
 
+    def reset(self) -> None:
+        """Every GPU free again (what giving back every placement the index holds leaves)."""
+        self.idx.reset()
+
 
 class Mechanism:
     """Shared state: queue, placement, rigid sizes, the free-GPU view; ``index``: keep a

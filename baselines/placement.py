@@ -34,7 +34,7 @@ from typing import Mapping, Sequence
 
 from jctlab.model import Instance
 
-from .freeindex import FreeIndex
+from .freeindex import FreeIndex, RankedFree
 
 Free = Mapping[str, Sequence[str]]
 
@@ -56,11 +56,11 @@ class Placement:
     def place(self, j: int, n: int, free: Free) -> list[str] | None:
         raise NotImplementedError
 
-    def index(self) -> FreeIndex:
+    def index(self) -> FreeIndex | RankedFree:
         """A fresh index (every GPU free) with what :meth:`place_indexed` queries."""
         return FreeIndex(self.inst.cluster)
 
-    def place_indexed(self, j: int, n: int, idx: FreeIndex) -> list[str] | None:
+    def place_indexed(self, j: int, n: int, idx) -> list[str] | None:
         """:meth:`place` on every free GPU of ``idx``."""
         raise NotImplementedError
 
@@ -118,13 +118,14 @@ class Random(Placement):
         return self.rng.sample(pool, n)
 
     def index(self):
-        return FreeIndex(self.inst.cluster, ranked=True)
+        return RankedFree(self.inst.cluster)
 
     def place_indexed(self, j, n, idx):
         if idx.total < n:
             return None
         # random.sample draws the same positions from any population of this length
-        return [idx.nth_free(k) for k in self.rng.sample(range(idx.total), n)]
+        ids, ranked = idx.ids, idx.ranked
+        return [ids[ranked[k]] for k in self.rng.sample(range(idx.total), n)]
 
 
 class Bins:

@@ -123,8 +123,11 @@ class RoundPolicy(Mechanism):
             return None
         state = self.state
         tail = old[k:]
-        for j, a in reversed(tail):
-            state.give(j, a)
+        if k == 0:
+            state.reset()        # it held exactly the last walk's placements
+        else:
+            for j, a in reversed(tail):
+                state.give(j, a)
         placed = old[:k]
         self._walk(state, order, k, placed)
         self._walked = order[:len(placed) + 1]

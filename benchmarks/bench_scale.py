@@ -8,12 +8,10 @@ reports, but not the verdict. The full cost curve of every policy is ``scripts/s
 
 - The whole trace (82,247 jobs) on 4,096 GPUs: ``fifo+pal`` and ``fifo+pm-first`` under 60 s each.
 - 8,000 jobs on 512 GPUs: every queue + placement policy within 10x of ``fifo+packed-sticky``.
-  ``gittins`` with a non-sticky placement reorders the running jobs at almost every round (their index
-  moves with their attained service), so each round moves the jobs after the first change: over 100x
-  the segments of the sticky policies, and the simulator's cost per segment alone puts them past 10x
-  (16-17x measured). They are marked as known misses (``xfail``, strict: one that starts to pass fails
-  the run, so the mark cannot go stale). ``random-nonsticky`` is left out: it re-draws every job's GPUs
-  every round (about 700x the segments; minutes per run).
+  ``random-nonsticky`` re-draws every job's GPUs every round: about 950,000 segments, 120x the
+  baseline's 8,000, each started and stopped in the simulation and again in the replay. Its cost is
+  that output's (about 12.5x measured, docs/scale.md), so its cases may fail without a
+  regression: they are marked ``xfail`` (not strict: a pass is not a surprise either).
 """
 
 from __future__ import annotations
@@ -34,8 +32,8 @@ DATA = default_data_dir()
 needs_data = pytest.mark.skipif(DATA is None, reason="raw public data not found (Philly trace)")
 
 BASELINE = "fifo+packed-sticky"
-#: measured past 10x of the baseline on 8,000 jobs / 512 GPUs (docs/scale.md): segments, not placement
-KNOWN_MISSES = {f"gittins+{p}" for p in ("packed-nonsticky", "pm-first", "pal")}
+#: at about 10x of the baseline on 8,000 jobs / 512 GPUs, bound by the segments they emit (docs/scale.md)
+OUTPUT_BOUND = {f"{q}+random-nonsticky" for q in QUEUES}
 
 
 def _philly(tmp_path_factory, jobs: int | None, gpus: int) -> str:
@@ -86,9 +84,8 @@ def _within_10x_cases():
     out = []
     for q, p in itertools.product(QUEUES, PLACEMENTS):
         name = f"{q}+{p}"
-        if p == "random-nonsticky":
-            continue
-        marks = [pytest.mark.xfail(strict=True, reason="segments: >10x the baseline's")] if name in KNOWN_MISSES else []
+        marks = ([pytest.mark.xfail(strict=False, reason="about 950,000 segments: 120x the baseline's output")]
+                 if name in OUTPUT_BOUND else [])
         out.append(pytest.param(name, marks=marks))
     return out
 

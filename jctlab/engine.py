@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from .errors import InvalidSchedule
 from .model import Allocation, Instance
-from .resources import node_demand
-from .speed import SpeedError, alloc_nodes, alloc_switches, base_iteration_time, switch_factor
+from .resources import demand_on, fair_shares
+from .speed import BaseTimes, SpeedError, alloc_switches, switch_factor
 
 EPS = 1e-9
 
@@ -27,7 +27,7 @@ def time_tol(t: float) -> float:
     return EPS * max(1.0, abs(t))
 
 
-@dataclass
+@dataclass(slots=True)
 class _Run:
     alloc: Allocation
     nodes: frozenset[str]
@@ -65,8 +65,24 @@ class Engine:
         self._heap: list[tuple[float, int, int]] = []
         self._stamp = 0  # versions of completion predictions, unique across runs
         self._interfere = self.cluster.has_interference or self.cluster.has_switch_interference
-        self._base_cache: dict[tuple[int, Allocation], float] = {}
+        self._base = BaseTimes(inst.jobs, self.cluster)
+        # looked up once: what every start checks per GPU and per node
+        cl = self.cluster
+        self._gpu_node = {g.id: g.node for g in cl.gpus}
+        self._gpu_type = {g.id: g.type for g in cl.gpus}
+        types = cl.gpu_types
+        self._any_type = [all(job.can_use(t) for t in types) for job in inst.jobs]
+        self._switched = any(g.switch is not None for g in cl.gpus)
+        self._fair = fair_shares(cl)
+        self._earliest = [job.arrival - time_tol(job.arrival) for job in inst.jobs]
+        self._static = inst.problem == "static"
+        self._cap = {nd.name: (nd.cpus + EPS * max(1.0, nd.cpus), nd.mem_gb + EPS * max(1.0, nd.mem_gb))
+                     for nd in cl.nodes}
         self.now = 0.0
+
+    def shared(self) -> tuple:
+        """The engine's constants and memos: pure, so a copy of the engine (a forked episode) may share them."""
+        return self._base, self._gpu_node, self._gpu_type, self._any_type, self._cap, self._fair, self._earliest
 
     # ------------------------------------------------------------------ queries
     def remaining(self, j: int, t: float | None = None) -> float:
@@ -98,12 +114,10 @@ class Engine:
         return math.inf
 
     def base_time(self, j: int, alloc: Allocation) -> float:
-        key = (j, alloc)
-        t = self._base_cache.get(key)
-        if t is None:
-            t = base_iteration_time(self.inst.jobs[j], alloc, self.cluster)
-            self._base_cache[key] = t
-        return t
+        """Job j's per-iteration time on ``alloc`` without interference (memoised speed model)."""
+        nodes = {self._gpu_node[g] for g in alloc.gpus}
+        nodes.update(alloc.ps_nodes)
+        return self._base.get(j, alloc, len(nodes))
 
     # ------------------------------------------------------------------ events
     def pop_completions(self, until: float) -> list[tuple[int, float]]:
@@ -118,68 +132,77 @@ class Engine:
             done.append((j, t))
 
     def start(self, j: int, alloc: Allocation, t: float) -> None:
-        inst, job = self.inst, self.inst.jobs[j]
+        job = self.inst.jobs[j]
         if self.completion[j] is not None:
             raise InvalidSchedule(f"job {job.name} starts at {t:g} but completed at {self.completion[j]:g}")
         if j in self.running:
             raise InvalidSchedule(f"job {job.name} starts at {t:g} while it is already running")
-        if t < job.arrival - time_tol(job.arrival):
+        if t < self._earliest[j]:
             raise InvalidSchedule(f"job {job.name} starts at {t:g} before its arrival {job.arrival:g}")
-        if inst.problem == "static" and t != 0:
+        if self._static and t != 0:
             raise InvalidSchedule(f"job {job.name} starts at {t:g}; static schedules start every job at 0")
         gpus = alloc.gpus
-        if len(set(gpus)) != len(gpus):
+        gs = set(gpus)
+        if len(gs) != len(gpus):
             raise InvalidSchedule(f"job {job.name}: a GPU appears twice in its segment")
         if len(gpus) not in job.sizes:
             raise InvalidSchedule(f"job {job.name} gets {len(gpus)} GPUs; allowed sizes are {list(job.sizes)}")
-        for g in gpus:
-            gpu = self.cluster.gpu.get(g)
-            if gpu is None:
-                raise InvalidSchedule(f"job {job.name}: GPU {g} does not exist")
-            if not job.can_use(gpu.type):
-                raise InvalidSchedule(f"job {job.name} cannot run on GPU {g} of type {gpu.type}")
-            owner = self.gpu_owner.get(g)
-            if owner is not None:
-                raise InvalidSchedule(
-                    f"GPU {g} hosts job {inst.jobs[owner].name} and job {job.name} at time {t:g}")
-        for n in alloc.ps_nodes:
-            if n not in self.cluster.node:
-                raise InvalidSchedule(f"job {job.name}: PS node {n} does not exist")
-        if alloc.ps_nodes and job.ps is None:
-            raise InvalidSchedule(f"job {job.name} has parameter servers but no `ps` configuration")
+        gpu_node, owners = self._gpu_node, self.gpu_owner
+        if not (self._any_type[j] and gpu_node.keys() >= gs and owners.keys().isdisjoint(gs)):
+            self._check_gpus(j, gpus, t)      # raises, naming the first GPU at fault
+        # node -> GPUs of the allocation there, in first-named order
+        if len(gpus) == 1:
+            per = {gpu_node[gpus[0]]: 1}
+        else:
+            per = {}
+            for g in gpus:
+                n = gpu_node[g]
+                per[n] = per.get(n, 0) + 1
+        ps_nodes = alloc.ps_nodes
+        if ps_nodes:
+            for n in ps_nodes:
+                if n not in self.cluster.node:
+                    raise InvalidSchedule(f"job {job.name}: PS node {n} does not exist")
+            if job.ps is None:
+                raise InvalidSchedule(f"job {job.name} has parameter servers but no `ps` configuration")
+            nodes = frozenset(per) | frozenset(ps_nodes)
+        else:
+            nodes = frozenset(per)
         try:
-            base = self.base_time(j, alloc)
+            base = self._base.get(j, alloc, len(nodes))
         except SpeedError as e:
             raise InvalidSchedule(str(e)) from None
-        cpu, mem = self._demand(j, alloc)
+        cpu, mem = demand_on(job, alloc, per, self.cluster, self._fair)
+        cpu_used, mem_used, cap = self.cpu_used, self.mem_used, self._cap
         for n, c in cpu.items():
-            node = self.cluster.node[n]
-            if self.cpu_used[n] + c > node.cpus + EPS * max(1.0, node.cpus):
+            cap_cpu, cap_mem = cap[n]
+            if cpu_used[n] + c > cap_cpu:
                 raise InvalidSchedule(
-                    f"node {n} needs {self.cpu_used[n] + c:g} CPUs at time {t:g} (capacity {node.cpus:g})")
+                    f"node {n} needs {cpu_used[n] + c:g} CPUs at time {t:g} (capacity {self.cluster.node[n].cpus:g})")
             m = mem.get(n, 0.0)
-            if self.mem_used[n] + m > node.mem_gb + EPS * max(1.0, node.mem_gb):
+            if mem_used[n] + m > cap_mem:
                 raise InvalidSchedule(
-                    f"node {n} needs {self.mem_used[n] + m:g} GB at time {t:g} (capacity {node.mem_gb:g})")
+                    f"node {n} needs {mem_used[n] + m:g} GB at time {t:g} (capacity {self.cluster.node[n].mem_gb:g})")
         # commit
-        self.now = max(self.now, t)
-        for n, c in cpu.items():
-            self.cpu_used[n] += c
-            self.mem_used[n] += mem.get(n, 0.0)
+        if t > self.now:
+            self.now = t
+        node_jobs = self.node_jobs
+        for n, c in cpu.items():       # cpu names every node the job touches (GPUs' and servers')
+            cpu_used[n] += c
+            mem_used[n] += mem.get(n, 0.0)
+            node_jobs[n].add(j)
+        free = self.free
         for g in gpus:
-            self.gpu_owner[g] = j
-            self.free[g.split(":", 1)[0]].discard(g)
+            owners[g] = j
+            free[gpu_node[g]].discard(g)
         self.free_total -= len(gpus)
         restart = self.cluster.restart_s if self.segments_started[j] > 0 else 0.0
         self.segments_started[j] += 1
         if self.first_start[j] is None:
             self.first_start[j] = t
-        nodes = alloc_nodes(alloc)
-        switches = alloc_switches(alloc, self.cluster)
+        switches = alloc_switches(alloc, self.cluster) if self._switched else frozenset()
         run = _Run(alloc, nodes, switches, base, 1.0, t + restart, t, t, cpu, mem)
         self.running[j] = run
-        for n in nodes:
-            self.node_jobs[n].add(j)
         for s in switches:
             self.switch_jobs.setdefault(s, set()).add(j)
         if self._interfere:
@@ -187,6 +210,19 @@ class Engine:
             for i in self._neighbours(j, nodes):   # sharing a switch implies sharing its node
                 self._refactor(i, t)
         self._predict(j)
+
+    def _check_gpus(self, j: int, gpus: tuple[str, ...], t: float) -> None:
+        """Each GPU of a start exists, has a type job j may use and is free; else InvalidSchedule."""
+        job = self.inst.jobs[j]
+        for g in gpus:
+            if g not in self._gpu_node:
+                raise InvalidSchedule(f"job {job.name}: GPU {g} does not exist")
+            if not job.can_use(self._gpu_type[g]):
+                raise InvalidSchedule(f"job {job.name} cannot run on GPU {g} of type {self._gpu_type[g]}")
+            owner = self.gpu_owner.get(g)
+            if owner is not None:
+                raise InvalidSchedule(
+                    f"GPU {g} hosts job {self.inst.jobs[owner].name} and job {job.name} at time {t:g}")
 
     def stop(self, j: int, t: float) -> None:
         """Preempt job j at time t (it keeps its progress)."""
@@ -201,9 +237,6 @@ class Engine:
         self._release(j, r, t)
 
     # ------------------------------------------------------------------ internals
-    def _demand(self, j: int, alloc: Allocation) -> tuple[dict[str, float], dict[str, float]]:
-        return node_demand(self.inst.jobs[j], alloc, self.cluster)
-
     def _gain(self, r: _Run, t: float) -> float:
         begin = max(r.last, r.restart_until)
         if t <= begin:
@@ -216,7 +249,20 @@ class Engine:
         r.version = self._stamp
         left = max(0.0, self.inst.jobs[j].iterations - self.progress[j])
         tc = max(r.last, r.restart_until) + left * r.base * r.factor
-        heapq.heappush(self._heap, (tc, r.version, j))
+        heap = self._heap
+        heapq.heappush(heap, (tc, r.version, j))
+        if len(heap) > 4 * len(self.running) + 256:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Drop the heap's stale predictions (of stopped jobs, or superseded by a re-prediction), in place.
+        Every running job has exactly one live entry, and entries are unique (versions are), so the heap
+        pops the same live entries in the same order; this only keeps it, and each push and pop, small
+        when non-sticky rounds stop and restart jobs by the hundred thousand."""
+        running = self.running
+        live = [e for e in self._heap if (r := running.get(e[2])) is not None and r.version == e[1]]
+        self._heap[:] = live
+        heapq.heapify(self._heap)
 
     def _neighbours(self, j: int, nodes: frozenset[str]) -> set[int]:
         out: set[int] = set()
@@ -254,18 +300,21 @@ class Engine:
         self._release(j, r, t)
 
     def _release(self, j: int, r: _Run, t: float) -> None:
-        self.now = max(self.now, t)
+        if t > self.now:
+            self.now = t
         del self.running[j]
-        self.gpu_seconds[j] += max(0.0, t - r.held_since) * len(r.alloc.gpus)
-        for g in r.alloc.gpus:
-            del self.gpu_owner[g]
-            self.free[g.split(":", 1)[0]].add(g)
-        self.free_total += len(r.alloc.gpus)
-        for n, c in r.cpu.items():
-            self.cpu_used[n] -= c
-            self.mem_used[n] -= r.mem.get(n, 0.0)
-        for n in r.nodes:
-            self.node_jobs[n].discard(j)
+        gpus = r.alloc.gpus
+        self.gpu_seconds[j] += max(0.0, t - r.held_since) * len(gpus)
+        owners, free, gpu_node = self.gpu_owner, self.free, self._gpu_node
+        for g in gpus:
+            del owners[g]
+            free[gpu_node[g]].add(g)
+        self.free_total += len(gpus)
+        cpu_used, mem_used, mem, node_jobs = self.cpu_used, self.mem_used, r.mem, self.node_jobs
+        for n, c in r.cpu.items():     # every node the job touches
+            cpu_used[n] -= c
+            mem_used[n] -= mem.get(n, 0.0)
+            node_jobs[n].discard(j)
         for s in r.switches:
             self.switch_jobs[s].discard(j)
         if self._interfere:

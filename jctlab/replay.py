@@ -31,7 +31,11 @@ def check_references(inst: Instance, sched: Schedule, source: str = "<schedule>"
     if sched.instance != inst.name:
         raise InputError(source, "instance", f"schedule is for instance {sched.instance!r}, not {inst.name!r}")
     gpu, node = inst.cluster.gpu, inst.cluster.node
-    for i, s in enumerate(sched.segments):
+    segs = sched.segments
+    if (inst.job.keys() >= {s.job for s in segs} and gpu.keys() >= {g for s in segs for g in s.alloc.gpus}
+            and node.keys() >= {n for s in segs for n in s.alloc.ps_nodes}):
+        return
+    for i, s in enumerate(segs):       # name the first reference at fault
         if s.job not in inst.job:
             raise InputError(source, f"segments[{i}].job", f"unknown job {s.job!r}")
         for k, g in enumerate(s.alloc.gpus):
@@ -72,6 +76,9 @@ def _run(inst: Instance, sched: Schedule, resumed: frozenset[int] = frozenset())
     per_job: list[list[Segment]] = [[] for _ in inst.jobs]
     for s in sched.segments:
         per_job[inst.index[s.job]].append(s)
+    # events: (time, kind, job, segment index); stops (0) before starts (1) at equal times
+    events = []
+    add = events.append
     for j, segs in enumerate(per_job):
         name = inst.jobs[j].name
         if not segs:
@@ -88,19 +95,19 @@ def _run(inst: Instance, sched: Schedule, resumed: frozenset[int] = frozenset())
                 raise InvalidSchedule(f"job {name}: segment {k} ends at {s.end:g}, not after its start {s.start:g}")
             if k and s.start < segs[k - 1].end - time_tol(s.start):  # type: ignore[operator]
                 raise InvalidSchedule(f"job {name}: segment {k} starts before segment {k - 1} ends (segments in time order)")
-
-    # events: (time, kind, job, segment index); stops (0) before starts (1) at equal times
-    events = []
-    for j, segs in enumerate(per_job):
-        for k, s in enumerate(segs):
-            events.append((s.start, 1, j, k))
+            add((s.start, 1, j, k))
             if s.end is not None:
-                events.append((s.end, 0, j, k))
+                add((s.end, 0, j, k))
     events.sort()
 
     eng = Engine(inst, resumed)
+    heap = eng._heap
+    t_last = bound = math.nan
     for t, kind, j, k in events:
-        eng.pop_completions(t + time_tol(t))
+        if t != t_last:
+            t_last, bound = t, t + time_tol(t)
+        if heap and heap[0][0] <= bound:   # else no completion is due (the heap's top is its earliest)
+            eng.pop_completions(bound)
         last = k == len(per_job[j]) - 1
         if kind == 0:
             c = eng.completion[j]

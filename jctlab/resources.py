@@ -19,13 +19,44 @@ MAX_PS_PLACEMENTS = 512
 
 def node_demand(job: Job, alloc: Allocation, cluster: Cluster) -> tuple[dict[str, float], dict[str, float]]:
     """(CPUs per node, GB per node) that ``job`` holds on ``alloc``."""
+    gpu = cluster.gpu
+    per: dict[str, int] = {}
+    for g in alloc.gpus:
+        n = gpu[g].node
+        per[n] = per.get(n, 0) + 1
+    return demand_on(job, alloc, per, cluster)
+
+
+def _added(x: float, k: int) -> float:
+    """``x`` added ``k`` times to 0.0, one by one: how a node's amount grows GPU by GPU."""
+    s = 0.0
+    for _ in range(k):
+        s += x
+    return s
+
+
+def fair_shares(cluster: Cluster) -> dict[str, list[tuple[float, float]]]:
+    """node -> [(CPUs, GB) that k GPUs at the null level take there, for k = 0..its GPUs]."""
+    return {nd.name: [(_added(nd.fair_cpus, k), _added(nd.fair_mem_gb, k)) for k in range(len(nd.gpus) + 1)]
+            for nd in cluster.nodes}
+
+
+def demand_on(job: Job, alloc: Allocation, per_node: Mapping[str, int], cluster: Cluster,
+              fair: Mapping[str, list[tuple[float, float]]] | None = None) -> tuple[dict[str, float], dict[str, float]]:
+    """:func:`node_demand` given ``per_node``: node -> how many of ``alloc``'s GPUs it holds, nodes in
+    the order the GPUs first name them (the engine counts them while it checks the GPUs), and
+    optionally the cluster's :func:`fair_shares`. A node's amount is its GPUs' values added one by one,
+    in the nodes' order, then ``ps_cpus`` per server."""
     cpu: dict[str, float] = {}
     mem: dict[str, float] = {}
-    for g in alloc.gpus:
-        n = g.split(":", 1)[0]
-        node = cluster.node[n]
-        cpu[n] = cpu.get(n, 0.0) + (node.fair_cpus if alloc.cpus_per_gpu is None else alloc.cpus_per_gpu)
-        mem[n] = mem.get(n, 0.0) + (node.fair_mem_gb if alloc.mem_gb_per_gpu is None else alloc.mem_gb_per_gpu)
+    cpg, mpg = alloc.cpus_per_gpu, alloc.mem_gb_per_gpu
+    for n, k in per_node.items():
+        if fair is not None and cpg is None and mpg is None and k < len(fair[n]):
+            cpu[n], mem[n] = fair[n][k]
+        else:
+            node = cluster.node[n]
+            cpu[n] = _added(node.fair_cpus if cpg is None else cpg, k)
+            mem[n] = _added(node.fair_mem_gb if mpg is None else mpg, k)
     if job.ps is not None:
         for n in alloc.ps_nodes:
             cpu[n] = cpu.get(n, 0.0) + job.ps.ps_cpus

@@ -18,12 +18,12 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Iterable, Protocol, Union, runtime_checkable
+from typing import Iterable, Protocol, Sequence, Union, runtime_checkable
 
 from .engine import Engine
 from .errors import InputError, InvalidSchedule
 from .limits import MAX_RESTART_ROUNDS, MAX_ROUNDS
-from .model import Allocation, Claimed, Instance, Job, Schedule, Segment
+from .model import GPU, Allocation, Claimed, Instance, Job, Schedule, Segment
 from .replay import Replay, replay
 
 
@@ -57,21 +57,33 @@ class PolicyError(RuntimeError):
     """A policy asked for something impossible, or left jobs waiting forever."""
 
 
-def least_run_time(job: Job, inst: Instance) -> float:
+def least_run_time(job: Job, inst: Instance, gpus: Sequence[GPU] | None = None) -> float:
     """A lower bound of ``job``'s run time on any allocation (SPEC §2): its iterations at the per-iteration
     time of its largest size with every GPU at the best rate any GPU of the cluster gives it (compute only:
     communication, the locality penalty and interference only add), or at its best measured throughput,
-    sped up by its best CPU/memory level. ``inf`` when no GPU of the cluster can host it."""
+    sped up by its best CPU/memory level. ``inf`` when no GPU of the cluster can host it. ``gpus``: the
+    cluster's GPUs to look at, by default all; :func:`gpu_kinds` (one per type and variability) gives
+    the same bound."""
     cl = inst.cluster
-    best_rate = max((job.samples_per_s.get(g.type, 0.0) / g.factor(job.job_class) for g in cl.gpus), default=0.0)
+    gpus = cl.gpus if gpus is None else gpus
+    best_rate = max((job.samples_per_s.get(g.type, 0.0) / g.factor(job.job_class) for g in gpus), default=0.0)
     top = max(job.sizes)
     t = job.batch / (top * best_rate) if best_rate > 0 else float("inf")
-    low_var = min((g.factor(job.job_class) for g in cl.gpus), default=1.0)
+    low_var = min((g.factor(job.job_class) for g in gpus), default=1.0)
     for row in job.measured.values():
         for v in row.values():
             t = min(t, low_var / v)
     speedup = max([1.0] + [lv[2] for lv in (job.cpu_mem.levels if job.cpu_mem else ())])
     return job.iterations * t / speedup
+
+
+def gpu_kinds(inst: Instance) -> list[GPU]:
+    """One GPU of each (type, variability) of the cluster: all that :func:`least_run_time` reads of a
+    GPU, so its max and min over these equal those over every GPU."""
+    kinds: dict[tuple, GPU] = {}
+    for g in inst.cluster.gpus:
+        kinds.setdefault((g.type, tuple(sorted(g.variability.items()))), g)
+    return list(kinds.values())
 
 
 def check_rounds(inst: Instance, round_s: float) -> None:
@@ -82,7 +94,8 @@ def check_rounds(inst: Instance, round_s: float) -> None:
         raise InputError(inst.name, "cluster.restart_s",
                          f"a restart of {restart:g} s spans {restart / round_s:.3g} rounds of {round_s:g} s "
                          f"(at most {MAX_RESTART_ROUNDS}): use longer rounds (--round)")
-    runs = [(t, j) for j in inst.jobs if math.isfinite(t := least_run_time(j, inst))]
+    kinds = gpu_kinds(inst)      # the cluster's GPUs once per kind, not once per job
+    runs = [(t, j) for j in inst.jobs if math.isfinite(t := least_run_time(j, inst, kinds))]
     if not runs:
         return
     t, longest = max(runs, key=lambda x: x[0])
@@ -116,6 +129,7 @@ class Simulator:
         self.done = 0
         self._open: dict[int, tuple[float, Allocation]] = {}
         self._segments: list[Segment] = []
+        self._seg_keys: list[tuple[float, int]] = []   # (start, job index) of each segment: the emit order
         self.decisions = 0
         self._order = sorted(range(len(inst.jobs)), key=lambda j: (inst.jobs[j].arrival, j))
         self._ai = 0                          # next arrival in _order
@@ -197,7 +211,8 @@ class Simulator:
     def finish(self, runtime: float) -> tuple[Schedule, Replay]:
         """The schedule of the finished run, replayed, claiming the replayed objective."""
         inst = self.inst
-        segs = tuple(sorted(self._segments, key=lambda s: (s.start, inst.index[s.job])))
+        keys, made = self._seg_keys, self._segments
+        segs = tuple(made[i] for i in sorted(range(len(made)), key=keys.__getitem__))
         sched = Schedule(inst.name, self.method, segs)
         rep = replay(inst, sched)
         if not rep.valid:
@@ -246,6 +261,7 @@ class Simulator:
     def _close(self, j: int, end: float | None) -> None:
         start, alloc = self._open.pop(j)
         self._segments.append(Segment(self.inst.jobs[j].name, start, end, alloc))
+        self._seg_keys.append((start, j))
 
 
 def simulate(inst: Instance, policy: Policy, round_s: float | None = None, method: str | None = None) -> tuple[Schedule, Replay]:

@@ -169,3 +169,40 @@ def iteration_time(job: Job, alloc: Allocation, cluster: Cluster,
 def duration(job: Job, alloc: Allocation, cluster: Cluster) -> float:
     """Run time of the whole job on ``alloc`` when nothing about it changes (no interference)."""
     return job.iterations * base_iteration_time(job, alloc, cluster)
+
+
+class BaseTimes:
+    """:func:`base_iteration_time` of one instance's jobs, memoised by everything it reads.
+
+    The engine prices an allocation at every start; non-sticky policies start hundreds of thousands of
+    segments on allocations that are new as id tuples but alike in all that the speed model reads. The
+    key of ``(j, alloc)`` is (j, the GPUs' *profiles* in allocation order, the number of nodes the
+    allocation touches, whether it spans CPU sockets (only read when ``qpi_factor`` != 1), the number of
+    parameter servers, the CPU/memory level), where a GPU's profile is its (type, variability). Proof
+    that equal keys give the same float: :func:`_step_time` reads of each GPU only its type and
+    ``factor(class)`` (in allocation order: ``sum(rho)`` keeps it), of the allocation the node count
+    ``k`` (GPU and PS nodes) and ``len(ps_nodes)``; :func:`cross_socket_factor` reads only whether the
+    GPUs span sockets; :func:`cpu_mem_speedup` only the level. Allocations the model refuses
+    (:class:`SpeedError`) are not memoised: they raise on every call.
+    """
+
+    def __init__(self, jobs: tuple[Job, ...], cluster: Cluster):
+        self.jobs = jobs
+        self.cluster = cluster
+        kinds: dict[tuple, int] = {}
+        self.profile = {g.id: kinds.setdefault((g.type, tuple(sorted(g.variability.items()))), len(kinds))
+                        for g in cluster.gpus}
+        self.uniform = len(kinds) <= 1     # then the profiles in order are just their number
+        self.qpi = cluster.qpi_factor != 1.0
+        self._memo: dict[tuple, float] = {}
+
+    def get(self, j: int, alloc: Allocation, nodes: int) -> float:
+        """``base_iteration_time(jobs[j], alloc, cluster)``; ``nodes``: how many nodes ``alloc`` touches."""
+        gpus = alloc.gpus
+        prof = len(gpus) if self.uniform else tuple(map(self.profile.__getitem__, gpus))
+        spans = spans_sockets(self.cluster.gpu[g] for g in gpus) if self.qpi else None
+        key = (j, prof, nodes, spans, len(alloc.ps_nodes), alloc.cpus_per_gpu, alloc.mem_gb_per_gpu)
+        t = self._memo.get(key)
+        if t is None:
+            t = self._memo[key] = base_iteration_time(self.jobs[j], alloc, self.cluster)
+        return t

@@ -130,13 +130,13 @@ class SchedulingEnv(gym.Env):
 
     def fork(self) -> "SchedulingEnv":
         """A copy of the episode in progress, stepped on its own (rollouts from this state: the instance,
-        its constants, the planner's memo and the engine's cache of base times are shared, they are
+        its constants, the planner's memo and the engine's constants and memo of base times are shared, they are
         pure; the simulator's state is copied)."""
         assert self.sim is not None, "call reset() first"
         new = copy.copy(self)
         eng = self.sim.engine
-        memo = {id(self.inst): self.inst, id(self.info_): self.info_, id(eng._base_cache): eng._base_cache,
-                id(self.sim.policy): self.sim.policy}
+        memo = {id(self.inst): self.inst, id(self.info_): self.info_, id(self.sim.policy): self.sim.policy}
+        memo.update((id(o), o) for o in eng.shared())
         new.sim = copy.deepcopy(self.sim, memo)
         new.started, new.stopped = set(self.started), set(self.stopped)
         if self.decision is not None:

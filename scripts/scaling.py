@@ -67,7 +67,8 @@ def run(inst: Path, policy: str, timeout: float, pythonpath: str | None) -> dict
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    cmd = [sys.executable, "-m", "jctlab.cli", "simulate", str(inst), "--policy", policy, "--json"]
+    # -P: no current directory first on sys.path, so that a version's PYTHONPATH is the code that runs
+    cmd = [sys.executable, "-P", "-m", "jctlab.cli", "simulate", str(inst), "--policy", policy, "--json"]
     t = time.perf_counter()
     c0 = os.times()
     try:
@@ -80,10 +81,12 @@ def run(inst: Path, policy: str, timeout: float, pythonpath: str | None) -> dict
     if p.returncode != 0:
         return {"status": "error", "wall_s": wall, "cpu_s": cpu, "error": p.stderr.strip().splitlines()[-1:]}
     try:
-        obj = json.loads(p.stdout).get("objective")
+        out = json.loads(p.stdout)
+        obj, pre = out.get("objective"), out.get("metrics", {}).get("preemptions")
     except (ValueError, AttributeError):
-        obj = None
-    return {"status": "ok", "wall_s": wall, "cpu_s": cpu, "objective": obj}
+        obj = pre = None
+    # preemptions + jobs = the schedule's segments: the output a policy's run must emit and replay
+    return {"status": "ok", "wall_s": wall, "cpu_s": cpu, "objective": obj, "preemptions": pre}
 
 
 def load(path: Path) -> list[dict]:

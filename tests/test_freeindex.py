@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from baselines.freeindex import FreeIndex
+from baselines.freeindex import FreeIndex, RankedFree
 from baselines.placement import PAL, Packed, PMFirst, Random
 from jctlab.model import Instance
 
@@ -87,13 +87,16 @@ def test_random_placement_draws_the_same_gpus(node_sizes, seed):
             idx.give([g for g in inst.cluster.gpu if g not in {x for gl in idx.as_map().values() for x in gl}][:3])
 
 
-def test_index_refuses_double_take_and_double_give():
+@pytest.mark.parametrize("kind", [FreeIndex, RankedFree])
+def test_index_refuses_double_take_and_double_give(kind):
     inst = instance([2, 2], [1.0], random.Random(0), 1.0)
-    idx = FreeIndex(inst.cluster)
+    idx = kind(inst.cluster)
     idx.take(["n0:0"])
     with pytest.raises(ValueError):
         idx.take(["n0:0"])
     with pytest.raises(ValueError):
         idx.give(["n1:1"])
     idx.give(["n0:0"])
-    assert idx.total == 4 and idx.by_count[2] == 0b11
+    assert idx.total == 4 and idx.as_map() == {"n0": ["n0:0", "n0:1"], "n1": ["n1:0", "n1:1"]}
+    if kind is FreeIndex:
+        assert idx.by_count[2] == 0b11

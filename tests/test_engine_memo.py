@@ -1,0 +1,108 @@
+"""The engine's shortcuts are their definitions.
+
+- :class:`jctlab.speed.BaseTimes` (base times memoised by what the speed model reads) returns exactly
+  :func:`jctlab.speed.base_iteration_time`, and refuses what it refuses.
+- :func:`jctlab.resources.demand_on` with the cluster's fair-share table returns exactly the GPU-by-GPU
+  sum of SPEC §4 (written out here), as :func:`jctlab.resources.node_demand` does.
+- A replay whose heap of completion predictions is compacted many times (hundreds of stops and
+  restarts) gives the completions of the same schedule replayed one job at a time.
+- The simulator's round check bounds each job's run time over one GPU of each kind
+  (:func:`jctlab.simulate.gpu_kinds`): the same bound as over every GPU.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jctlab.generators import offline_instance
+from jctlab.model import Allocation, Schedule, Segment
+from jctlab.replay import replay
+from jctlab.resources import demand_on, fair_shares, node_demand
+from jctlab.simulate import gpu_kinds, least_run_time
+from jctlab.speed import BaseTimes, SpeedError, base_iteration_time
+
+
+def gpu_by_gpu(job, alloc, cluster):
+    """SPEC §4 spelled out: per GPU its level (or its node's fair share), per server ``ps_cpus``."""
+    cpu: dict[str, float] = {}
+    mem: dict[str, float] = {}
+    for g in alloc.gpus:
+        node = cluster.node[cluster.gpu[g].node]
+        n = node.name
+        cpu[n] = cpu.get(n, 0.0) + (node.fair_cpus if alloc.cpus_per_gpu is None else alloc.cpus_per_gpu)
+        mem[n] = mem.get(n, 0.0) + (node.fair_mem_gb if alloc.mem_gb_per_gpu is None else alloc.mem_gb_per_gpu)
+    if job.ps is not None:
+        for n in alloc.ps_nodes:
+            cpu[n] = cpu.get(n, 0.0) + job.ps.ps_cpus
+    return cpu, mem
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 9999), topology=st.booleans(), ps=st.booleans(), cpu_mem=st.booleans(),
+       variability=st.sampled_from([0.0, 0.1]), penalty=st.sampled_from([1.0, 1.5]))
+def test_memoised_base_times_and_demands_are_their_definitions(seed, topology, ps, cpu_mem, variability, penalty):
+    inst = offline_instance(gpus=24, nodes=5, jobs=10, seed=seed, variability=variability, ps=ps,
+                            cpu_mem=cpu_mem, topology=topology, locality_penalty=penalty)
+    cl = inst.cluster
+    rng = random.Random(seed)
+    memo = BaseTimes(inst.jobs, cl)
+    fair = fair_shares(cl)
+    ids = [g.id for g in cl.gpus]
+    names = [nd.name for nd in cl.nodes]
+    for _ in range(60):
+        j = rng.randrange(len(inst.jobs))
+        job = inst.jobs[j]
+        n = rng.choice([s for s in job.sizes if s <= len(ids)] or [1])
+        gpus = tuple(rng.sample(ids, n))
+        ps_nodes = tuple(rng.choice(names) for _ in range(rng.randint(1, 2))) if job.ps else ()
+        level = rng.choice(job.level_choices)
+        alloc = Allocation(gpus, ps_nodes, *level)
+        per: dict[str, int] = {}
+        for g in gpus:
+            per[cl.gpu[g].node] = per.get(cl.gpu[g].node, 0) + 1
+        k = len(set(per) | set(ps_nodes))
+        try:
+            want = base_iteration_time(job, alloc, cl)
+        except SpeedError:
+            with pytest.raises(SpeedError):
+                memo.get(j, alloc, k)
+            continue
+        assert memo.get(j, alloc, k) == want
+        assert memo.get(j, alloc, k) == want          # and from the memo
+        spelled = gpu_by_gpu(job, alloc, cl)
+        assert demand_on(job, alloc, per, cl, fair) == spelled
+        assert node_demand(job, alloc, cl) == spelled
+    kinds = gpu_kinds(inst)
+    assert len(kinds) < len(cl.gpus) or variability > 0
+    for job in inst.jobs:
+        assert least_run_time(job, inst, kinds) == least_run_time(job, inst)
+
+
+def test_many_restarts_replay_to_the_completions_of_one_segment_each():
+    """Every job of a preemptive instance cut into many short segments, restarts free: the completions
+    equal those of the schedule with the jobs in one segment each, on the same GPUs (no interference)."""
+    inst = offline_instance(gpus=8, nodes=2, jobs=6, types=("v100",), seed=3, problem="preemptive", restart_s=0.0,
+                            interarrival_s=0.0, elastic=0.0, max_size=1)
+    ids = [g.id for g in inst.cluster.gpus]
+    whole, cut = [], []
+    at = 0
+    for job in inst.jobs:
+        alloc = Allocation(tuple(ids[at:at + job.sizes[0]]))
+        at += job.sizes[0]
+        whole.append(Segment(job.name, 0.0, None, alloc))
+    one = replay(inst, Schedule(inst.name, "whole", tuple(whole)))
+    assert one.valid, one.error
+    for job, seg in zip(inst.jobs, whole):
+        end = one.completion[job.name]
+        cuts = [end * i / 300 for i in range(300)]     # 300 segments a job: the heap is compacted often
+        for a, b in zip(cuts, cuts[1:]):
+            cut.append(Segment(job.name, a, b, seg.alloc))
+        cut.append(Segment(job.name, cuts[-1], None, seg.alloc))
+    many = replay(inst, Schedule(inst.name, "cut", tuple(sorted(cut, key=lambda s: (s.start, s.job)))))
+    assert many.valid, many.error
+    for name, c in one.completion.items():
+        assert many.completion[name] == pytest.approx(c, rel=1e-12)

@@ -1,6 +1,6 @@
 """The MAIFS-like policy as a jctlab online policy: ``maifs``, ``maifs:CHECKPOINT``, ``maifs-greedy``.
 
-Entry point ``jctlab.policy_families`` ``maifs = rl.maifs_policy:resolve``: ``jctlab simulate INST --policy
+Entry point ``jctlab.policy_families`` ``maifs = rl.families:resolve_maifs``: ``jctlab simulate INST --policy
 maifs`` runs the shipped checkpoint (``rl/checkpoints/maifs.pt``), ``maifs:PATH`` a trained one,
 ``maifs-greedy`` the decentralized greedy rule (:mod:`rl.maifs_teacher`), and the evaluation harness knows
 the names. It runs on any instance: jobs without ``cpu_mem`` tables get the fair share, clusters with more
@@ -144,19 +144,3 @@ def factory_for(checkpoint: str | None) -> Callable[..., MaifsPolicy]:
 
     factory.__name__ = "maifs" if checkpoint is None else f"maifs:{checkpoint}"
     return factory
-
-
-def resolve(name: str) -> Callable | None:
-    """``maifs`` (shipped checkpoint), ``maifs:PATH``, ``maifs-greedy``; None for any other name."""
-    if not isinstance(name, str):
-        return None
-    if name == "maifs-greedy":
-        return greedy
-    policy, _, path = name.partition(":")
-    if policy != "maifs":
-        return None
-    return factory_for(path or None)
-
-
-resolve.pattern = "maifs[:CHECKPOINT] | maifs-greedy (MAIFS-like multi-agent policy, rl/)"
-resolve.featured = ("maifs",)

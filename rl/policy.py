@@ -1,6 +1,6 @@
 """Trained policies as jctlab online policies: ``ppo``, ``hrl``, ``ppo:CHECKPOINT``, ``hrl:CHECKPOINT``.
 
-Entry point ``jctlab.policy_families`` ``rl = rl.policy:resolve``, so ``jctlab simulate INST --policy
+Entry point ``jctlab.policy_families`` ``rl = rl.families:resolve_rl``, so ``jctlab simulate INST --policy
 hrl`` runs the shipped checkpoint (``rl/checkpoints/hrl.pt``), ``--policy hrl:runs/hrl/final.pt`` a
 trained one, and every tool that resolves policies through :func:`jctlab.registry.policy_factory`
 (the evaluation harness included) knows the names.
@@ -36,7 +36,6 @@ from jctlab.simulate import Preempt, Simulator, Start
 from .observe import Decision, EnvConfig, InstanceInfo
 from .ppo import build_net, load_checkpoint
 
-POLICIES = ("ppo", "hrl")
 
 
 def shipped(policy: str) -> Path:
@@ -133,17 +132,4 @@ def factory_for(policy: str, checkpoint: str | None) -> Callable[..., LearnedPol
     return factory
 
 
-def resolve(name: str) -> Callable | None:
-    """``ppo`` / ``hrl`` (shipped checkpoints) or ``ppo:PATH`` / ``hrl:PATH``."""
-    if not isinstance(name, str):
-        return None
-    policy, _, path = name.partition(":")
-    if policy not in POLICIES:
-        return None
-    return factory_for(policy, path or None)
-
-
-resolve.pattern = "ppo|hrl[:CHECKPOINT] (learned policies, rl/)"
-resolve.featured = ("hrl", "ppo")            # the shipped checkpoints, on the leaderboard
-
-__all__ = ["LearnedPolicy", "resolve", "shipped", "Preempt", "Start"]
+__all__ = ["LearnedPolicy", "factory_for", "shipped", "Preempt", "Start"]

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from jctlab.generators import offline_instance
+from jctlab.model import Instance
 from jctlab.policies import FifoFirstFit
 from jctlab.simulate import Simulator
 
@@ -131,3 +132,19 @@ def test_core_verbs_import_no_numerical_library(tmp_path, argv):
     p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip().splitlines()[-1] == "[]", p.stdout[-500:]
+
+
+@pytest.mark.parametrize("policy", ["fifo+pal", "gittins+packed-nonsticky", "gavel-fifo-perf"])
+def test_simulating_a_baseline_does_not_load_torch(tmp_path, policy):
+    """``jctlab simulate --policy P`` asks every policy family in turn; the learned families answer for their
+    own names only and import torch only then (a second of start-up in every baseline run before)."""
+    inst = offline_instance(gpus=4, nodes=1, jobs=3, max_size=2, seed=5)
+    if policy.startswith("gavel"):
+        inst = Instance.from_dict({**inst.to_dict(), "problem": "preemptive"})
+    (tmp_path / "i.json").write_text(json.dumps(inst.to_dict()))
+    code = ("import sys\nfrom jctlab.cli import main\nrc = main(sys.argv[1:])\n"
+            "print('torch' in sys.modules)\nsys.exit(rc)")
+    p = subprocess.run([sys.executable, "-c", code, "simulate", str(tmp_path / "i.json"), "--policy", policy],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().splitlines()[-1] == "False", p.stdout[-500:]

@@ -152,21 +152,22 @@ class Gittins(Queue):
     def _prep(self) -> None:
         s = np.sort(np.asarray(self.work, dtype=float))
         self._dist = s
-        self._prefix = np.concatenate([[0.0], np.cumsum(s)])
         self._memo: dict[float, float] = {}
         self._tails: dict[int, tuple[np.ndarray, ...]] = {}
 
     def _tail(self, i0: int) -> tuple[np.ndarray, ...]:
-        """What the index of every attained service in [s[i0-1], s[i0]) shares: the candidate ends x
-        (quantiles of the surviving works), and per x the work finished by x (less the attained part),
-        how many finish and how many survive."""
+        """What the index of every attained service a in [s[i0-1], s[i0]) shares: the candidate ends x
+        (quantiles of the surviving works), and per x the work above s[i0] of the jobs finished by x, how many
+        finish and how many survive. Measuring the finished work from s[i0] (not from 0) keeps every term of
+        E[min(S - a, x - a)] non-negative: no cancellation when works differ by a few ulps."""
         t = self._tails.get(i0)
         if t is None:
-            s, pre = self._dist, self._prefix
+            s = self._dist
             with np.errstate(invalid="ignore"):   # a job of infinite work (no GPU runs it): inf - inf in the lerp
                 qs = np.unique(np.quantile(s[i0:], np.linspace(0, 1, self.points)))
+                above = np.concatenate([[0.0], np.cumsum(s[i0:] - s[i0])])
             k = np.searchsorted(s, qs, side="right")
-            t = self._tails[i0] = (qs, pre[k] - pre[i0], (k - i0).astype(float), (len(s) - k).astype(float))
+            t = self._tails[i0] = (qs, above[k - i0], (k - i0).astype(float), (len(s) - k).astype(float))
         return t
 
     def index(self, a: float) -> float:
@@ -182,10 +183,11 @@ class Gittins(Queue):
         i0 = int(np.searchsorted(s, a, side="right"))
         if len(s) - i0 <= 0:
             return float("inf")   # outlived every known job: finish it
-        qs, finished, done, alive = self._tail(i0)
+        qs, above, done, alive = self._tail(i0)
         delta = qs - a
         with np.errstate(invalid="ignore"):          # nan where a work is infinite: never a candidate below
-            e = (finished - done * a) + alive * delta     # E[min(S-a, Δ)] · survivors
+            # E[min(S-a, Δ)] · survivors: Σ(s_i - s[i0]) + done·(s[i0] - a) over the finished, Δ for the others
+            e = above + done * (s[i0] - a) + alive * delta
             ok = (delta > 0) & (e > 0)
         best = float((done[ok] / e[ok]).max()) if ok.any() else 0.0
         if len(self._memo) < 100000:

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from baselines.families import resolve, sizes_of
@@ -161,6 +161,7 @@ def test_gittins_index_favours_jobs_near_a_likely_end():
 @settings(max_examples=40, deadline=None)
 @given(work=st.lists(st.floats(1.0, 1e6), min_size=1, max_size=60), points=st.integers(2, 40),
        attained=st.lists(st.floats(0.0, 1.2e6), min_size=1, max_size=8), rounded=st.booleans())
+@example(work=[1.0, 1.0000000000000002], points=2, attained=[0.0], rounded=False)   # works an ulp apart
 def test_gittins_index_is_its_definition(work, points, attained, rounded):
     """The index (prefix sums, per-tail cache) against its definition summed directly: over the quantiles x of
     the works above a, max of P(S - a <= x - a | S > a) / E[min(S - a, x - a) | S > a]."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import random
 import time
 
@@ -50,6 +51,8 @@ from jctlab.generators import offline_instance, static_instance
 from jctlab.model import Allocation, Instance, Schedule, Segment
 from jctlab.replay import replay
 from jctlab.speed import SpeedError, duration
+from oracle import methods, portfolio
+from oracle.dispatch import dispatch
 
 RTOL = 1e-6
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -190,7 +193,6 @@ def test_local_search_takes_the_core_workers_time_when_the_class_model_has_no_so
 
 def _spy_members(monkeypatch) -> list:
     """Record (member, threads, time limit, when) of every member ``auto`` starts in this process."""
-    from oracle import portfolio
 
     real, seen = portfolio._member, []
 
@@ -206,8 +208,6 @@ def test_auto_runs_offline_members_in_turn_with_every_thread(monkeypatch):
     """Offline ``auto`` with 2 threads where no allocation is enumerated: CP-SAT, then (unless it proved
     optimality) HiGHS, each with both threads, not side by side with one each; the result is the brute-force
     optimum."""
-    from oracle import portfolio
-    from oracle.dispatch import dispatch
 
     seen = _spy_members(monkeypatch)
     inst = tiny(6, gpus=4, nodes=2, jobs=4, max_size=2, variability=0.08)   # no queue: preemptive LP = Σ(a_j + p_j)
@@ -230,8 +230,6 @@ def test_auto_gives_cpsat_every_thread_and_the_limit_where_every_allocation_is_e
     not race (that left its CP-SAT member one thread, and its bound below CP-SAT's alone on small queues) and runs
     no queue test of its own: CP-SAT first with both threads and all of the limit but the hand-back margin. (The
     exact search, which proves such a tiny queue before the members start, is switched off.)"""
-    from oracle import portfolio
-    from oracle.dispatch import dispatch
 
     seen = _spy_members(monkeypatch)
     params = portfolio.PortfolioParams(bnb_max_jobs=0, race_max_s_per_job=math.inf)   # the enumeration decides
@@ -255,8 +253,6 @@ def test_auto_gives_cpsat_every_thread_and_the_limit_where_every_allocation_is_e
 def test_auto_gives_cpsat_every_thread_where_the_limit_leaves_time_per_job(monkeypatch):
     """A queue whose allocations are not all enumerated, with at least ``race_max_s_per_job`` of the limit per job:
     no race (CP-SAT's class and node-exact proofs need both threads), CP-SAT first with both threads."""
-    from oracle import portfolio
-    from oracle.dispatch import dispatch
 
     seen = _spy_members(monkeypatch)
     params = portfolio.PortfolioParams()
@@ -275,8 +271,6 @@ def test_auto_races_offline_members_on_a_queue():
     threads CP-SAT and HiGHS race in two processes, with 1 thread they run in turn, HiGHS first; both
     give the brute-force optimum within the limit. (The exact search, which proves such a tiny queue
     before the members start, is switched off: test_offline_bnb.py covers it.)"""
-    from oracle import portfolio
-    from oracle.dispatch import dispatch
 
     no_bnb = portfolio.PortfolioParams(bnb_max_jobs=0, exact_first=False, race_max_s_per_job=math.inf)
     inst = tiny(0, gpus=4, nodes=2, jobs=5, max_size=4, interarrival_s=120, variability=0.08)
@@ -298,7 +292,6 @@ def test_auto_offline_hint_is_no_worse_than_the_baselines():
     non-preemptive baselines in ``BASELINE_HINTS`` (here a baseline is 24 % better than the heuristic), and
     ``auto`` returns no worse than its hint."""
     from formulations.offline.greedy import offline_greedy
-    from oracle import methods, portfolio
 
     inst = offline_instance(gpus=16, nodes=4, jobs=20, max_size=8, seed=0, interarrival_s=200, variability=0.08,
                             locality_penalty=1.2, duration_h=(0.1, 1.0))
@@ -314,9 +307,7 @@ def test_auto_offline_hint_is_no_worse_than_the_baselines():
 
 def _member_or_die(member, q, name, *args) -> None:
     """A race member whose HiGHS process dies without a word (as when the system kills it)."""
-    import os
 
-    from oracle import portfolio
 
     if name == "milp":
         os._exit(1)
@@ -326,7 +317,6 @@ def _member_or_die(member, q, name, *args) -> None:
 def test_race_does_not_wait_for_a_member_that_died(monkeypatch):
     """A queue no member proves in 6 s: CP-SAT answers near the limit, HiGHS never; the race must end then,
     not at the limit + 5 s, and keep CP-SAT's answer."""
-    from oracle import methods, portfolio
 
     monkeypatch.setattr(portfolio, "_member_queue", _member_or_die)
     inst = offline_instance(gpus=8, nodes=2, jobs=12, interarrival_s=300, duration_h=(0.1, 2), max_size=8,
@@ -340,7 +330,6 @@ def test_race_does_not_wait_for_a_member_that_died(monkeypatch):
 
 
 def _member_dies(member, q, name, *args) -> None:
-    import os
 
     os._exit(1)
 
@@ -348,7 +337,6 @@ def _member_dies(member, q, name, *args) -> None:
 def test_race_keeps_the_queue_tests_bound_when_every_member_died(monkeypatch):
     """The preemptive LP that decided the race is a bound of its own: with no member answering, `auto`
     still returns the heuristic schedule with that bound (before: no bound at all)."""
-    from oracle import methods, portfolio
 
     monkeypatch.setattr(portfolio, "_member_queue", _member_dies)
     inst = offline_instance(gpus=8, nodes=2, jobs=12, interarrival_s=300, duration_h=(0.1, 2), max_size=8,
@@ -548,7 +536,6 @@ def test_wrong_problem_class_is_bad_input():
 
 @pytest.mark.parametrize("method", ["cpsat", "highs", "auto"])
 def test_time_limit_respected(method):
-    from oracle import methods
 
     inst = offline_instance(gpus=16, nodes=2, jobs=14, interarrival_s=300, max_size=8, variability=0.05,
                             locality_penalty=1.2, seed=1)

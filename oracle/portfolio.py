@@ -38,7 +38,7 @@ from baselines.families import resolve
 from formulations.budget import Budget
 from formulations.offline import bnb as offline_bnb
 from formulations.offline.classes import trivial_bound
-from formulations.offline.concrete import ConcreteParams, concrete_options, count_subsets
+from formulations.offline.concrete import concrete_options, enumerable
 from formulations.offline.greedy import offline_greedy
 from formulations.offline.options import binding_resources
 from formulations.offline.pipeline import preemptive_lb
@@ -385,10 +385,7 @@ def exact_model_applies(inst: Instance) -> bool:
     """An offline instance whose every allocation is enumerated (:func:`concrete_options` complete), where the
     CP-SAT member solves its exact model. The subset count is checked first: it is cheap, the enumeration of a
     large instance is not."""
-    if inst.problem != "offline":
-        return False
-    limit = ConcreteParams().complete_limit
-    return all(count_subsets(inst, j) <= limit for j in inst.jobs) and concrete_options(inst)[1]
+    return inst.problem == "offline" and enumerable(inst) and concrete_options(inst)[1]
 
 
 def _preemptive_lb(inst: Instance, dl: Budget) -> float | None:

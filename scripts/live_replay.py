@@ -48,6 +48,7 @@ from tqdm import tqdm
 
 from jctlab import registry
 from jctlab.loaders.philly import load_philly, read_trace
+from jctlab.metrics import ReferenceDurations
 from jctlab.loaders._common import node_dicts
 from jctlab.model import Instance, instance_to_dict
 from jctlab.simulate import simulate
@@ -138,8 +139,6 @@ def mixed(inst: Instance) -> Instance:
 
 
 def offered_load(inst: Instance) -> float:
-    from jctlab.metrics import ReferenceDurations
-
     ref = ReferenceDurations(inst.cluster)
     work = sum(ref(j) * j.sizes[0] for j in inst.jobs)
     span = max(j.arrival for j in inst.jobs) - min(j.arrival for j in inst.jobs)
@@ -151,16 +150,16 @@ def run_slice(spec: str, a: argparse.Namespace) -> dict:
     pre = a.preemptive is not None
     row: dict = {"slice": spec, "instance": inst.name, "jobs": len(inst.jobs), "gpus": len(inst.cluster.gpus),
                  "load": offered_load(inst), "policies": {}}
-    variants = [(name, {}, "") for name in BASELINES]
-    variants += [(name, {"backfill": True}, "/backfill") for name in BACKFILL if not pre]
-    variants += [(name, {}, "") for name in PREEMPTING if pre]
-    variants += [(name, {"round_s": SHORT_ROUND_S}, f"/{SHORT_ROUND_S:g}s") for name in BACKFILL + PREEMPTING if pre]
+    # (label suffix, instance, policy, options)
+    variants = [("", inst, name, {}) for name in BASELINES]
+    variants += [("/backfill", inst, name, {"backfill": True}) for name in BACKFILL if not pre]
+    variants += [("", inst, name, {}) for name in PREEMPTING if pre]
+    variants += [(f"/{SHORT_ROUND_S:g}s", inst, name, {"round_s": SHORT_ROUND_S}) for name in BACKFILL + PREEMPTING if pre]
     if pre:   # the event-driven (non-preemptive) schedules are preemptive schedules too
         twin = build(spec, a.data_dir)
-        variants += [(name, {"instance": twin}, "/event") for name in BACKFILL]
-    for name, opts, suffix in variants:
+        variants += [("/event", twin, name, {}) for name in BACKFILL]
+    for suffix, on, name, opts in variants:
         t = time.perf_counter()
-        on = opts.pop("instance", inst)
         sched, rep = simulate(on, registry.policy_factory(name)(on, **opts), method=name)
         assert rep.valid
         row["policies"][name + suffix] = {"mean_jct": rep.objective, "runtime_s": time.perf_counter() - t}

@@ -56,6 +56,12 @@ def count_subsets(inst: Instance, job: Job) -> int:
     return sum(math.comb(h, n) for n in job.sizes if n <= h)
 
 
+def enumerable(inst: Instance, params: ConcreteParams = ConcreteParams()) -> bool:
+    """Every job has at most ``params.complete_limit`` GPU subsets: :func:`concrete_options` enumerates them all
+    (cheap to test; the enumeration of a large instance is not)."""
+    return all(count_subsets(inst, j) <= params.complete_limit for j in inst.jobs)
+
+
 def _concrete_options(inst: Instance, params: ConcreteParams,
                       until: float | None = None) -> tuple[list[list[Option]], bool, bool]:
     """Per job, its concrete options; ``complete`` when every GPU subset was enumerated with every PS placement;
@@ -74,7 +80,7 @@ def _concrete_options(inst: Instance, params: ConcreteParams,
     """
     cap = capacities(inst)
     node_names = [nd.name for nd in inst.cluster.nodes]
-    complete = all(count_subsets(inst, j) <= params.complete_limit for j in inst.jobs)
+    complete = enumerable(inst, params)
     cut = truncated = False
     out: list[list[Option]] = []
     for j, job in enumerate(inst.jobs):

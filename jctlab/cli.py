@@ -13,6 +13,8 @@ import logging
 import sys
 from typing import Any, Sequence
 
+from tqdm import tqdm
+
 from . import __version__, registry
 from . import argtypes as T
 from .errors import InputError
@@ -153,13 +155,25 @@ def cmd_simulate(a: argparse.Namespace, extra: Sequence[str]) -> int:
                 policy = factory(inst, seed=a.seed, **opts)
             except ValueError as e:  # a policy refusing its options (e.g. Tiresias thresholds not increasing)
                 raise InputError("command line", "--policy", f"{a.policy}: {e}") from None
-            sched, rep = simulate(inst, policy, round_s=round_s, method=a.policy)
+            # jobs done, on stderr when it is a terminal (tqdm's default): a trace takes minutes
+            with tqdm(total=len(inst.jobs), desc=a.policy, unit="job", disable=None, leave=False,
+                      file=sys.stderr) as bar:
+                sched, rep = simulate(inst, policy, round_s=round_s, method=a.policy,
+                                      progress=lambda done: _advance(bar, done))
     except PolicyError as e:
         raise InputError(a.instance, "--policy", str(e)) from None
     if a.out:
         save_schedule(sched, a.out)
     _print(_json_safe(_summary(inst.name, a.policy, "feasible", rep, None, sched.claimed.runtime_s)), a.json)  # type: ignore[union-attr]
     return 0
+
+
+def _advance(bar: tqdm, done: int) -> None:
+    """Move the bar to ``done`` jobs; at the last one the schedule's replay (a third of a run) begins."""
+    if done != bar.n:
+        bar.update(done - bar.n)
+        if done == bar.total:
+            bar.set_postfix_str("replaying the schedule")
 
 
 def cmd_make_instance(a: argparse.Namespace) -> int:

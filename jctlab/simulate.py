@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Iterable, Protocol, Sequence, Union, runtime_checkable
+from typing import Callable, Iterable, Protocol, Sequence, Union, runtime_checkable
 
 from .engine import Engine
 from .errors import InputError, InvalidSchedule
@@ -153,13 +153,18 @@ class Simulator:
         return sum(len(s) for s in self.engine.free.values())
 
     # --------------------------------------------------------------------- run
-    def run(self) -> tuple[Schedule, Replay]:
+    def run(self, progress: Callable[[int], object] | None = None) -> tuple[Schedule, Replay]:
+        """Simulate to the end; ``progress(jobs done)`` is called at every decision point (a progress bar)."""
         t_begin = time.perf_counter()
         while self.advance():
             self.apply(self.policy.decide(self))
             if self.stuck():
                 raise PolicyError(
                     f"policy {self.method} leaves {len(self.waiting)} job(s) waiting on an idle cluster")
+            if progress is not None:
+                progress(self.done)
+        if progress is not None:
+            progress(self.done)
         return self.finish(time.perf_counter() - t_begin)
 
     def advance(self) -> bool:
@@ -264,5 +269,6 @@ class Simulator:
         self._seg_keys.append((start, j))
 
 
-def simulate(inst: Instance, policy: Policy, round_s: float | None = None, method: str | None = None) -> tuple[Schedule, Replay]:
-    return Simulator(inst, policy, round_s, method).run()
+def simulate(inst: Instance, policy: Policy, round_s: float | None = None, method: str | None = None,
+             progress: Callable[[int], object] | None = None) -> tuple[Schedule, Replay]:
+    return Simulator(inst, policy, round_s, method).run(progress)

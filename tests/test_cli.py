@@ -30,8 +30,9 @@ def run(capsys, *argv):
 def test_make_instance_simulate_replay_round_trip(tmp_path, capsys):
     inst, sch = tmp_path / "i.json", tmp_path / "s.json"
     assert run(capsys, "make-instance", "offline", "--gpus", 8, "--nodes", 2, "--jobs", 6, "--out", inst)[0] == 0
-    code, out, _ = run(capsys, "simulate", inst, "--policy", "fifo-firstfit", "--out", sch, "--json")
+    code, out, err = run(capsys, "simulate", inst, "--policy", "fifo-firstfit", "--out", sch, "--json")
     assert code == 0
+    assert err == ""         # the progress bar is for terminals: nothing on a captured stderr
     sim = json.loads(out)
     code, out, _ = run(capsys, "replay", inst, sch, "--json")
     rep = json.loads(out)

@@ -6,6 +6,7 @@ import pytest
 
 from jctlab.generators import offline_instance
 from jctlab.model import Allocation, Instance
+from jctlab.policies import fifo_firstfit
 from jctlab.simulate import PolicyError, Preempt, Simulator, Start, simulate
 
 from .conftest import tiny_dict
@@ -128,3 +129,12 @@ def test_a_policys_own_round_length_is_used_when_none_is_given(tiny):
     pol2 = EveryRound()
     s2, r2 = simulate(tiny, pol2, round_s=5.0)
     assert r2.valid and any(t % 10.0 for t in pol2.rounds)
+
+
+def test_progress_reports_jobs_done_in_order_up_to_every_job():
+    inst = offline_instance(gpus=4, nodes=2, jobs=12, seed=3, interarrival_s=60.0)
+    seen: list[int] = []
+    sched, rep = simulate(inst, fifo_firstfit(inst), progress=seen.append)
+    assert rep.valid
+    assert seen == sorted(seen) and seen[-1] == len(inst.jobs)
+    assert len(set(seen)) > 2          # it moves while the run goes, not only at the end

@@ -28,7 +28,7 @@ from jctlab.argtypes import RoundS
 from jctlab.errors import InputError
 from jctlab.model import Allocation, Instance, Job
 from jctlab.simulate import Action, Preempt, Simulator, Start
-from jctlab.speed import SpeedError, base_iteration_time
+from jctlab.speed import SpeedError
 
 EPS = 1e-9
 
@@ -56,6 +56,17 @@ class Optimus:
         self.total_gpus = len(self.cl.gpus)
         self.total_cpus = sum(n.cpus for n in self.cl.nodes) or 1.0
         self.node_order = [n.name for n in self.cl.nodes]
+        # looked up once: place() runs for every job at every greedy step of every round
+        self._rank = {name: k for k, name in enumerate(self.node_order)}
+        self._fair = {n.name: (n.fair_cpus, n.fair_mem_gb, EPS * max(1.0, n.fair_cpus), EPS * max(1.0, n.fair_mem_gb))
+                      for n in self.cl.nodes}
+        self._node_type = {n.name: n.gpus[0].type if n.gpus else None for n in self.cl.nodes}
+        self._gpu_type = {g.id: g.type for g in self.cl.gpus}
+        self._gpu_node = {g.id: g.node for g in self.cl.gpus}
+        self._gkey = {g.id: _gidx(g.id) for g in self.cl.gpus}
+        self._neg_speed: dict[str, dict[str, float]] = {}     # job -> node -> -samples/s there
+        types = self.cl.gpu_types
+        self._any_type = {job.name: all(job.can_use(t) for t in types) for job in inst.jobs}
         for j, job in enumerate(inst.jobs):
             if job.ps is not None and job.ps.ps_cpus > max(n.cpus for n in self.cl.nodes) + EPS:
                 raise InputError(inst.name, f"jobs[{j}].ps.ps_cpus", "no node has that many CPUs")
@@ -64,7 +75,8 @@ class Optimus:
     def _free_now(self, sim: Simulator, exclude: set[int] = frozenset()) -> _Free:
         """Free resources now, counting the jobs in ``exclude`` as gone."""
         eng = sim.engine
-        gpus = {n: sorted(eng.free[n], key=_gidx) for n in self.node_order}
+        gkey = self._gkey.__getitem__
+        gpus = {n: sorted(eng.free[n], key=gkey) for n in self.node_order}
         cpus = {n.name: n.cpus - eng.cpu_used[n.name] for n in self.cl.nodes}
         mem = {n.name: n.mem_gb - eng.mem_used[n.name] for n in self.cl.nodes}
         for j in exclude:
@@ -73,18 +85,20 @@ class Optimus:
                 cpus[n] += c
                 mem[n] += m
             for g in run.alloc.gpus:
-                gpus[g.split(":")[0]].append(g)
+                gpus[self._gpu_node[g]].append(g)
         for n in gpus:
-            gpus[n].sort(key=_gidx)
+            gpus[n].sort(key=gkey)
         return _Free(gpus, cpus, mem)
 
     def _demand(self, job: Job, alloc: Allocation) -> list[tuple[str, float, float]]:
         out: dict[str, list[float]] = {}
+        gpu_node, fair = self._gpu_node, self._fair
         for g in alloc.gpus:
-            node = self.cl.node[g.split(":")[0]]
-            d = out.setdefault(node.name, [0.0, 0.0])
-            d[0] += node.fair_cpus
-            d[1] += node.fair_mem_gb
+            name = gpu_node[g]
+            fc, fm, _, _ = fair[name]
+            d = out.setdefault(name, [0.0, 0.0])
+            d[0] += fc
+            d[1] += fm
         if job.ps is not None:
             for n in alloc.ps_nodes:
                 out.setdefault(n, [0.0, 0.0])[0] += job.ps.ps_cpus
@@ -94,35 +108,46 @@ class Optimus:
         for n, c, m in self._demand(job, alloc):
             free.cpus[n] += sign * c
             free.mem[n] += sign * m
+        gpu_node = self._gpu_node
         if sign < 0:
             for g in alloc.gpus:
-                free.gpus[g.split(":")[0]].remove(g)
+                free.gpus[gpu_node[g]].remove(g)
         else:
             for g in alloc.gpus:
-                free.gpus[g.split(":")[0]].append(g)
-            for n in {g.split(":")[0] for g in alloc.gpus}:
-                free.gpus[n].sort(key=_gidx)
+                free.gpus[gpu_node[g]].append(g)
+            for n in {gpu_node[g] for g in alloc.gpus}:
+                free.gpus[n].sort(key=self._gkey.__getitem__)
 
     def place(self, job: Job, n: int, p: int, free: _Free) -> Allocation | None:
         """Fewest nodes holding n workers (+ p PS), workers and PS spread evenly over them."""
-        cl = self.cl
+        every, gtype, fair = self._any_type[job.name], self._gpu_type, self._fair
         usable = {}
         for name in self.node_order:
-            node = cl.node[name]
-            ok = [g for g in free.gpus[name] if job.can_use(cl.gpu[g].type)]
-            # a worker needs the node's fair CPU/memory share
-            cap = min(len(ok), _count(free.cpus[name], node.fair_cpus), _count(free.mem[name], node.fair_mem_gb))
+            gl = free.gpus[name]
+            if not gl:
+                continue
+            ok = gl if every else [g for g in gl if job.can_use(gtype[g])]
+            # a worker needs the node's fair CPU/memory share: how many shares fit, at the engine's tolerance
+            fc, fm, tc, tm = fair[name]
+            cap = min(len(ok), (1 << 30) if fc <= 0 else math.floor((free.cpus[name] + tc) / fc),
+                      (1 << 30) if fm <= 0 else math.floor((free.mem[name] + tm) / fm))
             if cap > 0:
                 usable[name] = ok[:cap]
         # most free slots first, faster GPUs for this job first
-        def speed(name: str) -> float:
-            return job.samples_per_s.get(cl.node[name].gpus[0].type, 0.0) if cl.node[name].gpus else 0.0
-        order = sorted(usable, key=lambda nm: (-len(usable[nm]), -speed(nm), self.node_order.index(nm)))
-        for k in range(1, len(order) + 1):
-            nodes = order[:k]
-            if sum(len(usable[nm]) for nm in nodes) < n:
+        neg = self._neg_speed.get(job.name)
+        if neg is None:
+            sps = job.samples_per_s
+            neg = self._neg_speed[job.name] = {nm: -(sps.get(t, 0.0) if t is not None else 0.0)
+                                               for nm, t in self._node_type.items()}
+        rank = self._rank
+        order = sorted(usable, key=lambda nm: (-len(usable[nm]), neg[nm], rank[nm]))
+        slots = 0
+        for k, nm in enumerate(order, 1):
+            slots += len(usable[nm])
+            if slots < n:
                 continue
-            gpus = _spread([usable[nm] for nm in nodes], n)
+            nodes = order[:k]
+            gpus = _spread([usable[x] for x in nodes], n)
             if gpus is None:
                 continue
             ps_nodes: list[str] = []
@@ -155,8 +180,8 @@ class Optimus:
 
     # ------------------------------------------------------------------ marginal gain
     def _remaining_time(self, j: int, alloc: Allocation, sim: Simulator) -> float:
-        try:
-            return sim.engine.remaining(j) * base_iteration_time(self.inst.jobs[j], alloc, self.cl)
+        try:   # the engine's memo of base_iteration_time (the same float)
+            return sim.engine.remaining(j) * sim.engine.base_time(j, alloc)
         except SpeedError:
             return math.inf
 
@@ -251,12 +276,6 @@ class Optimus:
 def _gidx(g: str) -> tuple[str, int]:
     n, i = g.rsplit(":", 1)
     return n, int(i)
-
-
-def _count(avail: float, per: float) -> int:
-    if per <= 0:
-        return 1 << 30
-    return int(math.floor((avail + EPS * max(1.0, per)) / per))
 
 
 def _spread(lists: list[list[str]], n: int) -> list[str] | None:

@@ -24,7 +24,7 @@ from jctlab.generators import offline_instance
 from jctlab.model import Instance
 from jctlab.replay import replay
 
-from .test_oracle_offline import check_valid, tiny
+from .oracle_offline_helpers import check_valid, tiny
 
 RTOL = 1e-6
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -22,7 +22,7 @@ from jctlab.replay import replay
 from oracle import blocks
 from oracle.dispatch import dispatch_whole
 
-from .test_oracle_offline import check_valid
+from .oracle_offline_helpers import check_valid
 
 RTOL = 1e-6
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -159,7 +159,7 @@ def cmd_simulate(a: argparse.Namespace, extra: Sequence[str]) -> int:
             with tqdm(total=len(inst.jobs), desc=a.policy, unit="job", disable=None, leave=False,
                       file=sys.stderr) as bar:
                 sched, rep = simulate(inst, policy, round_s=round_s, method=a.policy,
-                                      progress=lambda done: _advance(bar, done))
+                                      progress=None if bar.disable else lambda done: _advance(bar, done))
     except PolicyError as e:
         raise InputError(a.instance, "--policy", str(e)) from None
     if a.out:

@@ -22,7 +22,6 @@ from jctlab.errors import InputError
 from jctlab.model import Instance
 from jctlab.resources import cpus_fit, node_demand, ps_placement, with_cpu_room
 from jctlab.simulate import Action, Start
-from jctlab.speed import base_iteration_time
 
 from .categories import build_menu, realize
 from .market import type_market
@@ -47,8 +46,8 @@ class MatchingPolicy:
         eng = sim.engine
         best = math.inf
         for j, run in eng.running.items():
-            job = self.inst.jobs[j]
-            t = eng.remaining(j) * base_iteration_time(job, run.alloc, self.inst.cluster)
+            # the engine's memo of base_iteration_time: the same float, without the speed model's walk
+            t = eng.remaining(j) * eng.base_time(j, run.alloc)
             best = min(best, t)
         return best
 

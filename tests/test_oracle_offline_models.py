@@ -11,7 +11,7 @@ import time
 import pytest
 
 from formulations import brute
-from formulations.offline import cpsat_phases
+from formulations.offline import cpsat_rounds
 from formulations.offline import decode as offline_decode
 from formulations.offline import milp as offline_milp
 from formulations.offline.classes import class_levels, class_options, hybrid_node_options, node_complete_options
@@ -384,5 +384,5 @@ def test_local_search_and_lns_incumbents_are_replayed(seed):
     assert out is not None
     inc = best_retime(inst, out.order, lambda: fixed_chooser(out.allocs), "x")
     assert inc.replay.valid and inc.objective >= opt * (1 - 1e-9)
-    best = cpsat_phases.lns(inst, mixed, inc, res, None, 1, 0, "x", window=3, rounds=3)
+    best = cpsat_rounds.lns(inst, mixed, inc, res, None, 1, 0, "x", window=3, rounds=3)
     assert best.replay.valid and opt * (1 - 1e-9) <= best.objective <= inc.objective + 1e-9

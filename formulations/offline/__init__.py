@@ -6,7 +6,7 @@ allocations), :mod:`.durations` and :mod:`.classes` (relaxed classes with durati
 (incumbents), :mod:`.preemptive_bound`, :mod:`.time_indexed_bound`, :mod:`.latest_completions` and
 :mod:`.rates` (relaxation bounds), :mod:`.symmetry` (twin nodes).
 
-Back ends: :mod:`.cpsat` (phases in :mod:`.cpsat_phases`, model in :mod:`.cpsat_model`), :mod:`.milp`
+Back ends: :mod:`.cpsat` (phases in :mod:`.cpsat_phases` and :mod:`.cpsat_rounds`, model in :mod:`.cpsat_model`), :mod:`.milp`
 (model in :mod:`.milp_model`), both run by the pipeline driver of :mod:`.pipeline`; :mod:`.bnb` (exact branch
 and bound for small instances).
 """

@@ -13,7 +13,8 @@ Models (all :func:`formulations.offline.cpsat_model.solve_option_model`, over di
   spread jobs; then **rate bands** (:mod:`formulations.offline.rates`) where its spread jobs leave a gap.
 
 The phases and their order are in :func:`phases` (complete instances) and :func:`large_phases`; each
-phase is in :mod:`formulations.offline.cpsat_phases`. Bounds: the largest of the proven bounds of the
+phase is in :mod:`formulations.offline.cpsat_phases` (the improvement rounds of large instances in
+:mod:`formulations.offline.cpsat_rounds`). Bounds: the largest of the proven bounds of the
 relaxations, the preemptive and time-indexed LPs and Σ(a_j + p_j). Incumbents are re-timed and replayed.
 
 Status: ``optimal`` when the replayed objective and the proven bound agree within the replay tolerance
@@ -31,6 +32,7 @@ from jctlab.model import Instance, Schedule
 from jctlab.result import Result
 
 from . import cpsat_phases as ph
+from . import cpsat_rounds as rounds
 from .cpsat_phases import CpsatParams, CpsatState
 from .pipeline import Phase, check_offline, finish, run_phases, start, stop_without_time
 
@@ -63,13 +65,13 @@ def large_phases(p: CpsatParams) -> list[Phase[CpsatState]]:
         Phase("time-indexed-lp", ph.time_indexed_lp, p.lp_share, when=ph.class_model_unproven_and_open),
         Phase("node-decode", ph.decode_class_solution, p.node_decode_share),
         Phase("deadlines", ph.restrict_by_latest_completions, p.deadline_share, when=ph.deadlines_apply),
-        Phase("hybrid", ph.hybrid_rounds, p.hybrid_share, when=ph.hybrid_rounds_apply),
-        Phase("local-search", ph.second_local_search, p.offline.ls_share, when=ph.second_search_applies),
-        Phase("lns", ph.large_neighbourhood_search, p.lns_share, when=ph.lns_applies),
-        Phase("node-decode", ph.decode_incumbent, p.node_decode_share),
-        Phase("node-exact", ph.node_exact_model, None),
-        Phase("rate-bands", ph.rate_rounds, None, when=ph.rate_bands_apply),
-        Phase("restricted-exact", ph.restricted_exact_model, None, when=ph.restricted_exact_applies),
+        Phase("hybrid", rounds.hybrid_rounds, p.hybrid_share, when=ph.hybrid_rounds_apply),
+        Phase("local-search", rounds.second_local_search, p.offline.ls_share, when=ph.second_search_applies),
+        Phase("lns", rounds.large_neighbourhood_search, p.lns_share, when=ph.lns_applies),
+        Phase("node-decode", rounds.decode_incumbent, p.node_decode_share),
+        Phase("node-exact", rounds.node_exact_model, None),
+        Phase("rate-bands", rounds.rate_rounds, None, when=ph.rate_bands_apply),
+        Phase("restricted-exact", rounds.restricted_exact_model, None, when=ph.restricted_exact_applies),
     ]
 
 

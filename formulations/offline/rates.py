@@ -18,7 +18,7 @@ the band that holds σ(A) (no longer than A, and its two rate rows hold: Σ⌈·
 real time stay disjoint). So the model stays a relaxation, j's GPU occupancy is exact, and only its
 duration is relaxed, to its band's: exact for an allocation whose rate sum is a threshold (minus ``EPS``).
 ``EPS`` exceeds the rounding slack (≤ one unit per GPU), so a faster band cannot take an incumbent's GPUs.
-The thresholds come in rounds (:func:`formulations.offline.cpsat_phases.rate_rounds`, :func:`next_thresholds`): the incumbents'
+The thresholds come in rounds (:func:`formulations.offline.cpsat_rounds.rate_rounds`, :func:`next_thresholds`): the incumbents'
 rate sums, the model solution's own GPUs (relaxed jobs without literals placed around its concrete sets),
 and the middle of each band it chose; and dense ones in the incumbent's own pattern (:func:`fine_thresholds`),
 where a better schedule often differs only in which GPUs of the same nodes it takes.

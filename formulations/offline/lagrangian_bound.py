@@ -39,6 +39,7 @@ from jctlab.model import Instance
 
 from ..schedules import job_weights
 from .dff import DffParams, dff_rows
+from .options import Option, capacities
 from .preemptive_bound import Mode, job_modes
 
 
@@ -57,17 +58,20 @@ class LagrangianParams:
     stall: int = 50              # steps without a better bound before the step size halves
     min_theta: float = 1e-4      # stop once the step size has halved below this
     dff: DffParams | None = DffParams()
+    #: the pipelines price every allocation (per-GPU rows) where the enumeration is complete and has at most this
+    #: many options (a step costs about options × slots), else the modes
+    max_exact_options: int = 600
 
 
-def grid(inst: Instance, modes: list[list[Mode]], params: LagrangianParams = LagrangianParams()) -> np.ndarray:
+def grid(inst: Instance, items: list[list[Item]], params: LagrangianParams = LagrangianParams()) -> np.ndarray:
     """Slot boundaries τ_0 < … < τ_T: ``fine_slots`` uniform ones over the arrivals and a long job after the last,
     then growing to a horizon no schedule without idle time needs to pass (any boundaries keep the bound valid;
     finer ones where jobs are short and crowded make it tighter)."""
     arr = [j.arrival for j in inst.jobs]
     a0, amax = min(arr), max(arr)
-    pm = sorted(min(m.dur for m in ms) for ms in modes)
+    pm = sorted(min(it.dur for it in its) for its in items)
     tail = pm[min(len(pm) - 1, int(params.fine_tail_q * len(pm)))]
-    area = sum(min(m.gpus * m.dur for m in ms) for ms in modes)
+    area = sum(min(it.demand.get(ALL, 0) * it.dur for it in its) for its in items)
     end = amax + pm[-1] + 2.0 * area / max(len(inst.cluster.gpus), 1)
     fine_end = min(end, amax + tail)
     if fine_end <= a0:
@@ -83,6 +87,37 @@ def grid(inst: Instance, modes: list[list[Mode]], params: LagrangianParams = Lag
 
 
 @dataclass(frozen=True)
+class Item:
+    """One way a job may run, as the bound sees it: at least ``dur`` seconds holding ``demand`` (resource ->
+    amount, capacities in the caller's dict)."""
+    dur: float
+    demand: dict
+
+
+ALL = ("all",)
+
+
+def mode_items(inst: Instance, modes: list[list[Mode]]) -> tuple[list[list[Item]], dict]:
+    """The preemptive LP's modes as items over the cluster's GPUs and each type's (where there are several)."""
+    cap: dict = {ALL: len(inst.cluster.gpus)}
+    for t in inst.cluster.gpu_types:
+        cnt = sum(1 for g in inst.cluster.gpus if g.type == t)
+        if cnt < cap[ALL]:          # a single type's row is the all-GPU row
+            cap[("type", t)] = cnt
+    items = [[Item(m.dur, {ALL: m.gpus, **{("type", t): c for t, c in m.by_type if ("type", t) in cap}})
+              for m in ms] for ms in modes]
+    return items, cap
+
+
+def option_items(inst: Instance, opts: list[list[Option]], resources: set) -> tuple[list[list[Item]], dict]:
+    """An option model's options (:mod:`.options`) as items over ``resources`` (the time-indexed LP's
+    relaxation, :mod:`.time_indexed_bound`, over a finer grid)."""
+    cap = {r: c for r, c in capacities(inst).items() if r in resources}
+    items = [[Item(o.dur, {r: v for r, v in o.demand.items() if r in cap}) for o in ol] for ol in opts]
+    return items, cap
+
+
+@dataclass(frozen=True)
 class _Choice:
     """One (job, mode): its start slots, their costs and the slot after each one's occupancy."""
     job: int
@@ -93,22 +128,25 @@ class _Choice:
 
 
 def lower_bound(inst: Instance, time_limit: float | None = None, *, target: float | None = None,
-                params: LagrangianParams = LagrangianParams()) -> float | None:
+                params: LagrangianParams = LagrangianParams(),
+                options: tuple[list[list[Option]], set] | None = None) -> float | None:
     """The Lagrangian bound of the module docstring on the objective (mean or weighted JCT; None for the
     makespan, or a job no allocation hosts). ``target``: an objective some schedule reaches (the incumbent),
-    which steers the step size; without one, 10 % above the best bound so far."""
+    which steers the step size; without one, 10 % above the best bound so far. ``options``: an option model and
+    its capacities to price instead of the modes (node rows see which node a job's GPUs are on)."""
     if inst.objective == "makespan" or not inst.jobs or (time_limit is not None and time_limit < MIN_TIME):
         return None
     t0 = time.perf_counter()
-    modes = job_modes(inst)
-    if any(not ms for ms in modes):
+    items, caps = mode_items(inst, job_modes(inst)) if options is None else option_items(inst, *options)
+    if any(not its for its in items):
         return None
     w = np.array(job_weights(inst), dtype=float)
-    tau = grid(inst, modes, params)
+    tau = grid(inst, items, params)
     T = len(tau) - 1
-    rows, keys, choices = _rows_and_choices(inst, modes, w, tau, params.dff)
+    rows = _rows(items, caps, params.dff)
+    keys, choices = _choices(inst, items, rows, w, tau)
     cap = np.array([c for c, _ in rows], dtype=float)
-    coef = np.array([[f(mode) for _, f in rows] for mode in keys])          # keys × rows
+    coef = np.array(keys)                                                   # keys × rows
     lam = np.zeros((len(rows), T))
     best = -math.inf
     theta, stall = 1.0, 0
@@ -155,38 +193,43 @@ def lower_bound(inst: Instance, time_limit: float | None = None, *, target: floa
     return lb - (1e-7 * abs(lb) + 1e-9)
 
 
-def _rows_and_choices(inst: Instance, modes: list[list[Mode]], w: np.ndarray, tau: np.ndarray,
-                      dff: DffParams | None):
-    """The capacity rows (capacity, coefficient of a mode), the distinct modes by coefficients, and per (job,
-    mode) its start slots with their costs and occupancy ends."""
-    M = len(inst.cluster.gpus)
-    by_type = {t: sum(1 for g in inst.cluster.gpus if g.type == t) for t in inst.cluster.gpu_types}
-    rows: list[tuple[float, object]] = [(float(M), lambda m: float(m.gpus))]
-    counts: list[tuple[int, object]] = [(M, lambda m: m.gpus)]
-    for t, cnt in by_type.items():
-        if cnt < M:            # a single type's row is the all-GPU row
-            rows.append((float(cnt), lambda m, t=t: float(dict(m.by_type).get(t, 0))))
-            counts.append((cnt, lambda m, t=t: dict(m.by_type).get(t, 0)))
-    for cap, count in counts:
-        sizes = {count(m) for ms in modes for m in ms} - {0}
-        for phi in dff_rows(sizes, cap, dff) if dff is not None else []:
-            rows.append((1.0, lambda m, phi=phi, count=count: phi.get(count(m), 0.0)))
-    keys: list[Mode] = []
+#: resources whose capacity counts GPUs (integer demands), where dual feasible functions apply
+GPU_COUNTS = ("all", "n", "set", "type")
+
+
+def _rows(items: list[list[Item]], caps: dict, dff: DffParams | None) -> list[tuple[float, object]]:
+    """The capacity rows: (capacity, coefficient of an item) per resource, and per DFF row of each GPU count."""
+    rows: list[tuple[float, object]] = [(float(c), lambda it, r=r: float(it.demand.get(r, 0))) for r, c in caps.items()]
+    if dff is None:
+        return rows
+    for r, c in caps.items():
+        if r[0] not in GPU_COUNTS or c < 2:
+            continue
+        sizes = {int(round(it.demand.get(r, 0))) for its in items for it in its} - {0}
+        for phi in dff_rows(sizes, int(c), dff):
+            rows.append((1.0, lambda it, r=r, phi=phi: phi.get(int(round(it.demand.get(r, 0))), 0.0)))
+    return rows
+
+
+def _choices(inst: Instance, items: list[list[Item]], rows, w: np.ndarray, tau: np.ndarray):
+    """The distinct coefficient vectors over the rows, and per (job, item) its start slots with their costs and
+    occupancy ends."""
+    keys: list[tuple] = []
     index: dict[tuple, int] = {}
     T = len(tau) - 1
     choices = []
-    for j, (job, ms) in enumerate(zip(inst.jobs, modes)):
+    for j, (job, its) in enumerate(zip(inst.jobs, items)):
         s0 = max(0, int(np.searchsorted(tau, job.arrival, side="right")) - 1)
         starts = np.arange(s0, T + 1)
         at = tau[starts]
-        for m in ms:
-            sig = tuple(f(m) for _, f in rows)
+        for it in its:
+            sig = tuple(f(it) for _, f in rows)
             if sig not in index:
                 index[sig] = len(keys)
-                keys.append(m)
-            cost = w[j] * (np.maximum(job.arrival, at) + m.dur - job.arrival)
-            ends = np.searchsorted(tau, at + m.dur, side="right") - 1
+                keys.append(sig)
+            cost = w[j] * (np.maximum(job.arrival, at) + it.dur - job.arrival)
+            ends = np.searchsorted(tau, at + it.dur, side="right") - 1
             ends = np.clip(ends, starts, T)
             ends[-1] = T                                   # a start at or after τ_T occupies nothing
             choices.append(_Choice(j, index[sig], starts, cost, ends))
-    return rows, keys, choices
+    return keys, choices

@@ -204,9 +204,14 @@ def lagrangian_phase(state: State, share: float | None) -> None:
     left = state.remaining()
     if left is not None and state.time_limit is not None and share is not None:
         left = min(left, share * state.time_limit)
+    options = None
+    if state.complete and sum(map(len, state.concrete)) <= state.offline.lagrangian.max_exact_options:
+        # every allocation, per GPU: 0.4-1 % above the modes on 10-job queues on 4 GPUs
+        res = {r for r in capacities(state.inst) if r[0] in ("g", "n", "all")}
+        options = (state.concrete, res | binding_resources(state.inst, state.concrete))
     try:
         lb = lagrangian_bound.lower_bound(state.inst, left, target=state.incumbent.objective,
-                                          params=state.offline.lagrangian)
+                                          params=state.offline.lagrangian, options=options)
     except Exception:
         lb = None
     if lb is not None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -95,6 +96,8 @@ class Item:
 
 
 ALL = ("all",)
+#: a capacity row: its capacity, and an item's coefficient in it
+Row = tuple[float, Callable[[Item], float]]
 
 
 def mode_items(inst: Instance, modes: list[list[Mode]]) -> tuple[list[list[Item]], dict]:
@@ -197,9 +200,9 @@ def lower_bound(inst: Instance, time_limit: float | None = None, *, target: floa
 GPU_COUNTS = ("all", "n", "set", "type")
 
 
-def _rows(items: list[list[Item]], caps: dict, dff: DffParams | None) -> list[tuple[float, object]]:
+def _rows(items: list[list[Item]], caps: dict, dff: DffParams | None) -> list[Row]:
     """The capacity rows: (capacity, coefficient of an item) per resource, and per DFF row of each GPU count."""
-    rows: list[tuple[float, object]] = [(float(c), lambda it, r=r: float(it.demand.get(r, 0))) for r, c in caps.items()]
+    rows: list[Row] = [(float(c), lambda it, r=r: float(it.demand.get(r, 0))) for r, c in caps.items()]
     if dff is None:
         return rows
     for r, c in caps.items():
@@ -211,7 +214,8 @@ def _rows(items: list[list[Item]], caps: dict, dff: DffParams | None) -> list[tu
     return rows
 
 
-def _choices(inst: Instance, items: list[list[Item]], rows, w: np.ndarray, tau: np.ndarray):
+def _choices(inst: Instance, items: list[list[Item]], rows: list[Row], w: np.ndarray, tau: np.ndarray
+             ) -> tuple[list[tuple], list[_Choice]]:
     """The distinct coefficient vectors over the rows, and per (job, item) its start slots with their costs and
     occupancy ends."""
     keys: list[tuple] = []

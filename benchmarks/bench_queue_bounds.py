@@ -11,7 +11,7 @@ import pytest
 
 from formulations.offline import cpsat as offline_cpsat
 from formulations.offline import milp as offline_milp
-from formulations.offline import preemptive_bound
+from formulations.offline import lagrangian_bound, preemptive_bound
 from formulations.offline.classes import class_options, trivial_bound
 from formulations.offline.cpsat import CpsatParams
 from formulations.offline.cpsat_model import CpsatRun, solve_option_model
@@ -73,3 +73,16 @@ def test_milp_on_a_large_queue(benchmark):
     print(f"\nbound {r.lower_bound:.0f}  preemptive LP {pre:.0f}  objective {r.objective:.0f}  greedy {first:.0f}")
     assert r.objective < 0.8 * first
     assert r.lower_bound >= pre * (1 - 1e-9)
+
+
+def test_lagrangian_bound_on_a_long_queue(benchmark):
+    """160 jobs of 0.05-20 h every ~2 min on 32 GPUs of one type (jobs of up to 16 GPUs on 4-GPU nodes), with the
+    shares a 30-s limit gives each in the pipelines: the Lagrangian time-indexed bound 3 s (its steps stop at the
+    limit), the preemptive LP 4.5 s. Measured under load: 144 322 against 37 395 (the LP's 20-bucket grid did not
+    finish: Σ(a_j + p_j)); without a limit the Lagrangian reaches 152 545 in 17.6 s of one core, the LP 126 960."""
+    inst = offline_instance(gpus=32, nodes=8, jobs=160, interarrival_s=120, duration_h=(0.05, 20), max_size=16,
+                            variability=0.0, locality_penalty=1.5, seed=0)
+    lag = _once(benchmark, lambda: lagrangian_bound.lower_bound(inst, time_limit=3.0))
+    pre = preemptive_bound.lower_bound(inst, time_limit=4.5)
+    print(f"\nLagrangian {lag:.0f}  preemptive LP {pre:.0f}  Σ(a_j + p_j) {trivial_bound(inst):.0f}")
+    assert lag >= pre and lag > 2 * trivial_bound(inst)

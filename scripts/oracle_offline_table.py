@@ -36,6 +36,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="4x4,8x6,16x10,32x20")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--first-seed", type=int, default=0,
+                    help="seeds first-seed … first-seed + seeds − 1 (10 000 and above: evaluation)")
     ap.add_argument("--time-limit", type=float, default=10.0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--methods", default="cpsat,highs,cbc")
@@ -57,7 +59,7 @@ def main(argv=None) -> int:
                                   interarrival_s=a.interarrival, duration_h=(0.1, 2), max_size=min(8, g),
                                   variability=a.variability, locality_penalty=1.2, ps=a.ps, cpu_mem=a.cpu_mem,
                                   seed=s)
-                 for s in range(a.seeds)]
+                 for s in range(a.first_seed, a.first_seed + a.seeds)]
         for m in a.methods.split(","):
             opt, gaps, times = 0, [], []
             for inst in insts:

@@ -143,8 +143,8 @@ def test_time_limited_bound_refines_coarse_buckets_first(monkeypatch):
     real = preemptive_bound._solve_lp
     calls = []
 
-    def spy(inst_, b, pm, modes, tangents, time_limit):
-        val = real(inst_, b, pm, modes, tangents, time_limit)
+    def spy(inst_, b, pm, modes, tangents, time_limit, dff=None):
+        val = real(inst_, b, pm, modes, tangents, time_limit, dff)
         calls.append((len(b), tangents, val))
         return val
 
@@ -166,11 +166,11 @@ def test_tangents_run_on_the_last_grid_that_fits(monkeypatch):
     real = preemptive_bound._solve_lp
     calls = []
 
-    def slow(inst_, b, pm, modes, tangents, time_limit):
+    def slow(inst_, b, pm, modes, tangents, time_limit, dff=None):
         calls.append((len(b), tangents))
         if len(calls) == 1:
             time.sleep(0.3)      # the first LP "takes" 0.3 s: 40 buckets (5x) do not fit in the 1.1 s left
-        return real(inst_, b, pm, modes, tangents, time_limit)
+        return real(inst_, b, pm, modes, tangents, time_limit, dff)
 
     monkeypatch.setattr(preemptive_bound, "_solve_lp", slow)
     preemptive_bound.lower_bound(inst, time_limit=1.4)

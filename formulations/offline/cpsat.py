@@ -34,7 +34,8 @@ from jctlab.result import Result
 from . import cpsat_phases as ph
 from . import cpsat_rounds as rounds
 from .cpsat_phases import CpsatParams, CpsatState
-from .pipeline import Phase, check_offline, finish, run_phases, start, stop_without_time
+from .pipeline import (Phase, check_offline, finish, lagrangian_applies, lagrangian_phase, run_phases, start,
+                       stop_without_time)
 
 SOLVER = "cpsat"
 
@@ -45,6 +46,7 @@ def complete_phases(p: CpsatParams) -> list[Phase[CpsatState]]:
     """Small instances whose every allocation is enumerated: the exact model, then more bounds."""
     return [
         Phase("queue-test", ph.queue_test, p.offline.pre_share),
+        Phase("lagrangian", lagrangian_phase, p.offline.lag_share, when=lambda s: s.queue and lagrangian_applies(s)),
         Phase("local-search", ph.queue_local_search, p.offline.ls_share, when=ph.on_a_queue),
         Phase("exact", ph.exact_model, p.exact_share),
         Phase("bounds-after-exact", ph.bounds_after_exact, p.class_share, when=ph.limited_and_open),
@@ -60,6 +62,8 @@ def large_phases(p: CpsatParams) -> list[Phase[CpsatState]]:
         Phase("relaxed", ph.class_model, p.relaxed_share),
         Phase("preemptive-lp", ph.preemptive_lp_for_unproven_classes, p.offline.pre_share,
               when=ph.class_model_unproven),
+        Phase("lagrangian", lagrangian_phase, p.offline.lag_share,
+              when=lambda s: s.pre is not None and lagrangian_applies(s)),
         Phase("relaxed-core", ph.core_class_model, p.core_share, when=ph.core_workers_apply),
         Phase("relaxed-levels", ph.class_model_by_level, None),
         Phase("time-indexed-lp", ph.time_indexed_lp, p.lp_share, when=ph.class_model_unproven_and_open),

@@ -67,8 +67,7 @@ class CpsatState(State):
     cpsat: CpsatParams = CpsatParams()
     # complete instances
     exact_res: set = field(default_factory=set)
-    pre: float | None = None             # the preemptive LP bound, once computed
-    queue: bool = False                  # ... above `queue` × Σ(a_j + p_j)
+    queue: bool = False                  # the preemptive LP above `queue` × Σ(a_j + p_j)
     # large instances
     mixed: list[list[Option]] | None = None      # node-exact options (restricted by latest completions)
     mixed_all: list[list[Option]] | None = None  # ... before any restriction
@@ -245,7 +244,8 @@ def bounds_after_exact(s: CpsatState, share: float | None) -> None:
     (``share`` of the time left; CP-SAT often proves it in a fraction of a second) and its split by level;
     then the time-indexed LP over the exact options (on a queue CP-SAT's bound may still be Σ(a_j + p_j))."""
     if s.pre is None:
-        s.raise_bound(preemptive_lb(s.inst, s.remaining(), s.time_limit, share=s.offline.pre_share))
+        s.pre = preemptive_lb(s.inst, s.remaining(), s.time_limit, share=s.offline.pre_share)
+        s.raise_bound(s.pre)
     classes = class_options(s.inst)
     if (not s.queue and sum(map(len, s.concrete)) >= s.cpsat.coarser * sum(map(len, classes))
             and s.gap_open()):
@@ -314,7 +314,8 @@ def _class_time_left(s: CpsatState) -> float | None:
 def preemptive_lp_for_unproven_classes(s: CpsatState, share: float | None) -> None:
     """The preemptive LP where the default workers leave the class model unproven, within the class model's
     time (below every proven class bound measured, and seconds of set-up where the class model is proven)."""
-    s.raise_bound(preemptive_lb(s.inst, s.remaining(), s.time_limit, s.threads, share=share))
+    s.pre = preemptive_lb(s.inst, s.remaining(), s.time_limit, s.threads, share=share)
+    s.raise_bound(s.pre)
 
 
 def core_class_model(s: CpsatState, share: float | None) -> None:

@@ -27,8 +27,9 @@ from .decode import decode, last_model_time
 from .local_search import search_options
 from .milp_model import MilpModelParams, build, run_solver, to_objective
 from .options import Option, binding_resources, capacities
-from .pipeline import (OfflineParams, Phase, State, check_offline, class_resources, finish, local_search,
-                       preemptive_lb, queued, run_phases, start, stop_without_time, time_indexed_lb)
+from .pipeline import (OfflineParams, Phase, State, check_offline, class_resources, finish, lagrangian_applies,
+                       lagrangian_phase, local_search, preemptive_lb, queued, run_phases, start, stop_without_time,
+                       time_indexed_lb)
 
 BOUND_SAFETY = 1e-7   # relative: the solvers' bounds are lowered by this much (their tolerances)
 
@@ -69,6 +70,8 @@ class MilpState(State):
 def phases(p: MilpParams) -> list[Phase[MilpState]]:
     return [
         Phase("queue-test", queue_test, p.offline.pre_share),
+        Phase("lagrangian", lagrangian_phase, p.offline.lag_share,
+              when=lambda s: s.pre is not None and lagrangian_applies(s)),
         Phase("local-search", first_local_search, p.offline.ls_share, when=lambda s: s.search is not None),
         Phase("no-time-left", stop_without_time),
         Phase("options", choose_options),
@@ -92,7 +95,8 @@ def queue_test(s: MilpState, share: float | None) -> None:
     near Σ(a_j + p_j) (its big-M LP is weak there), and so may its incumbents: the preemptive LP (at most
     ``share`` of the limit), and list-scheduling local search where durations are fixed."""
     if s.time_limit is not None and queued(s.inst, s.incumbent.objective, s.offline.queue):
-        s.raise_bound(preemptive_lb(s.inst, s.left(), s.time_limit, share=share))
+        s.pre = preemptive_lb(s.inst, s.left(), s.time_limit, share=share)
+        s.raise_bound(s.pre)
         if s.offline.ls_share > 0:
             s.search = search_options(s.inst, s.concrete, s.complete,
                                       None if s.complete else node_complete_options(s.inst), s.offline.search)

@@ -27,6 +27,11 @@ Constraints, satisfied by the x of any preemptive schedule:
   on mode m; nothing before a_j);
   Σ_{j,m} c_{m,τ}·d_m·x_{j,m,t} ≤ M_τ·(b_{t+1}−b_t) (type-τ GPU-seconds: those seconds hold ≥ c_{m,τ} GPUs of
   τ) and Σ_{j,m} n_m·d_m·x_{j,m,t} ≤ M·(b_{t+1}−b_t) (all GPU-seconds).
+  The same capacities through dual feasible functions φ (:mod:`.dff`): Σ_{j,m} φ(n_m)·d_m·x_{j,m,t} ≤
+  b_{t+1}−b_t, and per type with φ(c_{m,τ}) on M_τ: at each instant the jobs running hold at most M GPUs (M_τ of
+  τ), so their φ sum to at most 1 (the definition of a DFF), and x takes ≥ d_m·x seconds of the bucket. These
+  see that large rigid jobs cannot run side by side (two 24-GPU jobs on 32 GPUs), which the GPU-second row
+  does not: PAL's workload 1 (160 jobs, 32 GPUs) 6 200 → 6 358.
   Where a job's fastest allocations hold the scarce type, running it elsewhere costs run time (its rate)
   and the other type's GPU-seconds: a heterogeneous queue of 160 jobs on 32 GPUs of 3 types gets a bound
   18 % higher (20 buckets: 6 263 against 5 319) than from a rate cap at the fastest run time and per-type rows
@@ -61,6 +66,7 @@ from jctlab.result import Result, SolveStatus
 
 from ..schedules import job_weights
 from .classes import class_options, p_min, trivial_bound
+from .dff import DffParams, dff_rows
 from .greedy import greedy
 from .options import hostable, max_speedup
 
@@ -176,7 +182,7 @@ def _buckets(inst: Instance, pm: list[float], caps, n_grid: int) -> list[float]:
 
 
 def lower_bound(inst: Instance, time_limit: float | None = None, threads: int = 1, *, n_grid: int = 160,
-                tangents: bool = True) -> float:
+                tangents: bool = True, dff: DffParams | None = DffParams()) -> float:
     """Lower bound on the objective of every preemptive schedule (proof in the module docstring).
 
     Without a time limit: the LP over ``n_grid`` buckets (with the busy-time tangents when ``tangents``). With
@@ -185,7 +191,8 @@ def lower_bound(inst: Instance, time_limit: float | None = None, threads: int = 
     with ``tangents``, the LP with tangents on the last grid solved if the time left covers TANGENT_GROWTH × its
     plain LP's time (never lower on the same buckets; up to 6 % higher on loaded queues). A heterogeneous queue
     of 160 jobs on 32 GPUs of 3 types: 2.6 s, 12 s and 58 s for the plain LP on 20, 40 and 80 buckets (with as
-    many arrivals), 4.4 s with tangents on 20. The largest optimum is kept; every one is a valid bound."""
+    many arrivals), 4.4 s with tangents on 20. The largest optimum is kept; every one is a valid bound.
+    ``dff``: which dual-feasible-function rows to add (None: none)."""
     t0 = time.perf_counter()
     if any(math.isinf(p) for p in p_min(inst)):
         return math.inf  # a job that no allocation can host: no schedule at all
@@ -198,7 +205,7 @@ def lower_bound(inst: Instance, time_limit: float | None = None, threads: int = 
         return None if time_limit is None else time_limit - (time.perf_counter() - t0)
 
     if time_limit is None:
-        val = _solve_lp(inst, _buckets(inst, pm, caps, n_grid), pm, modes, tangents, None)
+        val = _solve_lp(inst, _buckets(inst, pm, caps, n_grid), pm, modes, tangents, None, dff)
         return best if val is None else max(best, val)
     took: list[float] = []
     solved = None
@@ -207,19 +214,19 @@ def lower_bound(inst: Instance, time_limit: float | None = None, threads: int = 
         if left() <= 0.05 or (took and left() < growth * took[-1]):
             break
         t1 = time.perf_counter()
-        val = _solve_lp(inst, _buckets(inst, pm, caps, k), pm, modes, False, left())
+        val = _solve_lp(inst, _buckets(inst, pm, caps, k), pm, modes, False, left(), dff)
         took.append(time.perf_counter() - t1)
         if val is None:
             break
         best, solved = max(best, val), k
     if tangents and solved is not None and left() > max(0.05, TANGENT_GROWTH * took[-1]):
-        val = _solve_lp(inst, _buckets(inst, pm, caps, solved), pm, modes, True, left())
+        val = _solve_lp(inst, _buckets(inst, pm, caps, solved), pm, modes, True, left(), dff)
         best = best if val is None else max(best, val)
     return best
 
 
 def _solve_lp(inst: Instance, b: list[float], pm: list[float], modes: list[list[Mode]], tangents: bool,
-              time_limit: float | None) -> float | None:
+              time_limit: float | None, dff: DffParams | None = None) -> float | None:
     """The LP of the module docstring over the bucket boundaries ``b``; its optimum lowered by 1e-7 relative,
     None when HiGHS fails or hits ``time_limit``. ``pm[j]``: j's least mode duration."""
     jobs = inst.jobs
@@ -291,6 +298,22 @@ def _solve_lp(inst: Instance, b: list[float], pm: list[float], modes: list[list[
         add(items, M[tau] * (b[t + 1] - b[t]))
     for t, items in by_t.items():
         add(items, len(inst.cluster.gpus) * (b[t + 1] - b[t]))
+    # the same capacities through dual feasible functions (:mod:`.dff`): rigid jobs too large to run side by side
+    if dff is not None:
+        by_tk: dict[int, list[tuple[int, int, int]]] = {}
+        for (j, m, t), k in var.items():
+            if t + 1 < T:
+                by_tk.setdefault(t, []).append((k, j, m))
+        caps = [(len(inst.cluster.gpus), lambda mode: mode.gpus)]
+        caps += [(M[tau], lambda mode, tau=tau: dict(mode.by_type).get(tau, 0)) for tau in M]
+        for cap, count in caps:
+            sizes = {count(mode) for ms in modes for mode in ms}
+            for phi in dff_rows(sizes - {0}, cap, dff):
+                for t, items in by_tk.items():
+                    coef = [(k, phi[c] * modes[j][m].dur) for k, j, m in items
+                            if (c := count(modes[j][m])) > 0 and phi[c] > 0]
+                    if coef:
+                        add(coef, b[t + 1] - b[t])
     # tangents z ≥ p·y0·y − p·y0²/2 of z ≥ p·y²/2
     for (j, t), zk in zidx.items():
         ymax = _room(b, t, jobs[j].arrival, pm[j])

@@ -14,17 +14,20 @@ threshold.
 
 * the arrival rate: an exponentially weighted count of the submissions seen so far,
   λ(now) = Σ_i exp(−(now − s_i)/τ) / (τ (1 − exp(−(now − s_0)/τ))) (an unbiased estimate for a
-  stationary Poisson process, which forgets a burst after a few τ; the correction term is the window seen);
-* the work of what arrives: the GPU count and planned run time of the last ``samples`` jobs the loop
-  started (the empirical distribution, resampled as is).
+  stationary Poisson process; the correction term is the window seen). Cluster arrivals come in bursts (a
+  user's sweep submits tens of jobs within minutes), and a burst is what makes holding pay, so the memory is
+  short (τ = 60 s by default: the rate of the current burst, forgotten a few minutes after it);
+* the work of what arrives: the GPU count and run time of the last ``samples`` jobs submitted (as first
+  planned; a burst's jobs look alike), the empirical distribution resampled as is.
 
-A pure function of the set of jobs seen (submission times; the started jobs' records), so the order in which
-a state reveals them does not matter.
+A function of the set of jobs seen (submission times, first-plan records), so the order in which states
+reveal them does not matter; a restarted daemon rebuilds it from its store (:meth:`ArrivalModel.observe_records`).
 
 **The rule** (:func:`hold`): a rollout over sampled futures (Bertsekas' rollout with the sample-average
 "expectation" algorithm of online stochastic optimization, Bent and Van Hentenryck 2004). From the plan the
 planner chose, for its longest job that starts now, draw ``scenarios`` futures from the model (Poisson
-arrivals over the job's run, works resampled; common random numbers for both options) and simulate in each,
+arrivals over the job's run, at most ``horizon_s`` and ``max_arrivals``, works resampled; the same futures
+for both options) and simulate in each,
 from the next event on, non-delay shortest-first dispatch (what the loop does on such states) on the pool
 of GPUs, (A) with the job started now and (B) with it held (its GPUs idle until the next event, then the
 job back in the queue). The job is held when the mean saving of Σ JCT of B over A exceeds ``z`` standard
@@ -49,32 +52,40 @@ from heapq import heappop, heappush
 
 import numpy as np
 
-#: at most this many predicted arrivals per future (bounds a rollout's work on long jobs)
-MAX_ARRIVALS = 64
-
+from .state import LiveState, RunningJob
 
 @dataclass(frozen=True)
 class ArrivalConfig:
-    """``tau_s``: the rate estimate's memory (s); ``samples``: past starts whose work is resampled;
+    """``tau_s``: the rate estimate's memory (s); ``samples``: past arrivals whose work is resampled;
+    ``horizon_s``: the futures' length at most (the held job's run time otherwise);
     ``min_seen``: submissions and starts seen before any prediction; ``scenarios``: futures per rollout;
-    ``z``: standard errors by which holding must win; ``hold_max``: jobs held per decision."""
+    ``z``: standard errors by which holding must win; ``hold_max``: jobs held per decision; ``max_arrivals``:
+    predicted arrivals per future at most (bounds a rollout's work on long jobs)."""
 
-    tau_s: float = 3600.0
-    samples: int = 200
+    tau_s: float = 60.0
+    samples: int = 10
+    horizon_s: float = 3600.0
     min_seen: int = 10
     scenarios: int = 16
     z: float = 1.0
     hold_max: int = 1
+    max_arrivals: int = 128
 
 
 @dataclass(frozen=True)
-class Started:
-    """A job the loop started: when, on how many GPUs, for how long (planned)."""
+class Sample:
+    """A job the loop has seen: when it was submitted, and the GPUs and run time of its first plan (the
+    work of an arrival as the loop prices it on this cluster)."""
 
-    start: float
+    submit: float
     name: str
     gpus: int
     run_s: float
+
+
+def sample_of(r: RunningJob) -> Sample:
+    """A running job the loop had not planned (started outside): its run time is its estimate at its start."""
+    return Sample(r.submit, r.name, len(r.gpus), r.remaining_s + max(0.0, r.estimated_at - r.start))
 
 
 @dataclass
@@ -83,17 +94,31 @@ class ArrivalModel:
 
     config: ArrivalConfig = field(default_factory=ArrivalConfig)
     submits: dict[str, float] = field(default_factory=dict)
-    started: dict[str, Started] = field(default_factory=dict)
+    seen: dict[str, Sample] = field(default_factory=dict)
 
     def observe(self, submits: dict[str, float]) -> None:
         for name, s in submits.items():
             self.submits.setdefault(name, s)
 
-    def observe_start(self, job: Started) -> None:
-        self.started.setdefault(job.name, job)
+    def observe_work(self, job: Sample) -> None:
+        self.seen.setdefault(job.name, job)
+
+    def observe_state(self, state: LiveState) -> None:
+        """Every job of ``state`` was submitted; every running one started (also those started outside)."""
+        self.observe({j.name: j.submit for j in (*state.queued, *state.running)})
+        for r in state.running:
+            self.observe_work(sample_of(r))
+
+    def observe_records(self, records: list[dict]) -> None:
+        """Jobs as a daemon's store keeps them (queued or running records, of live and finished jobs), so
+        that a restarted daemon predicts from everything it had seen."""
+        for d in sorted(records, key=lambda d: (float(d["submit"]), d["name"])):
+            self.observe({d["name"]: float(d["submit"])})
+            if "start" in d and "gpus" in d:
+                self.observe_work(sample_of(RunningJob.from_dict(d)))
 
     def ready(self) -> bool:
-        return len(self.submits) >= self.config.min_seen and len(self.started) >= self.config.min_seen
+        return len(self.submits) >= self.config.min_seen and len(self.seen) >= self.config.min_seen
 
     def rate(self, now: float) -> float:
         """Arrivals per second at ``now`` (module docstring); 0 before two submissions."""
@@ -104,20 +129,21 @@ class ArrivalModel:
         seen = -math.expm1(-(now - s[0]) / tau)   # the share of the exponential window the loop has seen
         return float(np.exp(-(now - s) / tau).sum()) / (tau * seen)
 
-    def works(self) -> list[Started]:
-        """The last ``samples`` starts (by start time, then name)."""
-        jobs = sorted(self.started.values(), key=lambda j: (j.start, j.name))
+    def works(self) -> list[Sample]:
+        """The last ``samples`` jobs seen (by submission, then name)."""
+        jobs = sorted(self.seen.values(), key=lambda j: (j.submit, j.name))
         return jobs[-self.config.samples:]
 
     def futures(self, now: float, horizon: float, seed: int) -> list[list[tuple[float, float, int]]]:
         """``scenarios`` futures of arrivals in (0, ``horizon``] from now: (release, run time, GPUs) each,
-        by release; the same ``seed`` and model, the same futures."""
+        by release: Poisson arrivals at :meth:`rate`, works resampled from the last ``samples`` jobs seen;
+        the same seed and model, the same futures."""
         lam = self.rate(now)
         pool = self.works()
         rng = np.random.default_rng([seed, int(round(now * 1000)) % (2 ** 63)])
         out = []
         for _ in range(self.config.scenarios):
-            k = min(MAX_ARRIVALS, int(rng.poisson(lam * horizon))) if lam > 0 and pool else 0
+            k = min(self.config.max_arrivals, int(rng.poisson(lam * horizon))) if lam > 0 and pool else 0
             times = np.sort(rng.uniform(0.0, horizon, k))
             picks = rng.integers(0, len(pool), k) if k else []
             out.append([(float(t), pool[i].run_s, pool[i].gpus) for t, i in zip(times, picks)])
@@ -195,7 +221,10 @@ def hold(model: ArrivalModel, now: float, seed: int, base_free: list[float],
         for g in pos:
             without[g] = base_free[g]
         savings = []
-        for future in model.futures(now, p, seed):
+        futures = model.futures(now, min(p, cfg.horizon_s), seed)
+        if not futures:
+            break
+        for future in futures:
             a = p + rollout(ends, queue + future)
             b = rollout(without, queue + future + [(0.0, p, n)])
             savings.append(a - b)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from jctlab.model import Instance, Schedule
 
 from . import arrivals, bounds, fallback
-from .arrivals import ArrivalConfig, ArrivalModel, Started
+from .arrivals import ArrivalConfig, ArrivalModel, Sample
 from .decode import Decoded, Decoder, timed
 from .instance import NOW_TOL, LiveInstance
 from .search import Budget, improve
@@ -104,7 +104,7 @@ class Planner:
         deadline = t0 + c.time_limit - c.reserve_s
         li = LiveInstance(state, c.objective, c.floor_s)
         if self.model is not None:
-            self.model.observe({j.name: j.submit for j in (*state.queued, *state.running)})
+            self.model.observe_state(state)
         if not li.instance.jobs:
             return Plan(state.now, (), (), (), (), 0.0, 0.0, "empty", "optimal", time.perf_counter() - t0, 0.0)
         dec = Decoder(li)
@@ -170,9 +170,11 @@ class Planner:
         proven = proven and not best.released and best.objective <= cands[c.method].objective * (1 + 1e-12)
         status = "optimal" if met or proven else "feasible"
         now_, later, running = li.placements(best.schedule, best.replay.completion, best.released)
-        if self.model is not None:
-            for p in now_:
-                self.model.observe_start(Started(p.start, p.job, len(p.gpus), p.end - p.start))
+        if self.model is not None:   # each queued job's work as first planned
+            submits = {q.name: q.submit for q in state.queued}
+            for p in now_ + later:
+                if p.job in submits:
+                    self.model.observe_work(Sample(submits[p.job], p.job, len(p.gpus), p.end - p.start))
         names = [li.instance.jobs[r].name for r in sorted(best.released)]
         return Plan(state.now, now_, later, running, tuple(names), best.objective, lb, best_name, status,
                     time.perf_counter() - t0, li.mean_jct(best.replay.completion),

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from jctlab.replay import replay
 from jctlab.simulate import simulate
-from live.arrivals import ArrivalConfig, ArrivalModel, Started, rollout
+from live.arrivals import ArrivalConfig, ArrivalModel, Sample, rollout
 from live.instance import LiveInstance
 from live.options import add_planner_arguments, planner_config
 from live.planner import Planner, PlannerConfig
@@ -26,7 +26,7 @@ PAIR = ClusterSpec("pair", (NodeSpec("a", (GpuSpec(0, "v100"), GpuSpec(1, "v100"
 
 def short_stream_instance():
     """Two GPUs. ``anchor`` (9,000 s) holds one from time 0; a 100-s job arrives every 200 s until 7,850;
-    ``long`` (5,000 s) arrives at 3,000.5, when the other GPU is free. Started then, it makes the 24 short
+    ``long`` (5,000 s) arrives at 3,000.5, when the other GPU is free. Sample then, it makes the 24 short
     jobs that arrive during its run wait for it (about 2,500 s each on average); held, they run at once and
     it waits for ``anchor``'s GPU at most (6,000 s): holding wins by an order of magnitude."""
     arr = {"anchor": (0.0, 9000.0), "long": (3000.5, 5000.0)}
@@ -71,11 +71,12 @@ def test_same_seed_same_decisions():
     assert [(p.start_now, p.later) for p in pa.plans] == [(p.start_now, p.later) for p in pb.plans]
 
 
-def primed_model(run_s: float = 100.0, n: int = 30, gap: float = 200.0, until: float = 6000.0) -> ArrivalModel:
-    m = ArrivalModel(ArrivalConfig())
+def primed_model(run_s: float = 100.0, n: int = 30, gap: float = 200.0, until: float = 6000.0,
+                 config: ArrivalConfig = ArrivalConfig()) -> ArrivalModel:
+    m = ArrivalModel(config)
     m.observe({f"h{k}": until - gap * (n - k) for k in range(n)})
     for k in range(n):
-        m.observe_start(Started(until - gap * (n - k), f"h{k}", 1, run_s))
+        m.observe_work(Sample(until - gap * (n - k), f"h{k}", 1, run_s))
     return m
 
 
@@ -110,7 +111,8 @@ def test_no_hold_when_arrivals_are_long():
 
 
 def test_model_rate_and_futures():
-    m = primed_model(gap=60.0, n=600, until=36000.0)   # 10 hours of one arrival a minute
+    hour = ArrivalConfig(tau_s=3600.0, samples=200)
+    m = primed_model(gap=60.0, n=600, until=36000.0, config=hour)   # 10 hours of one arrival a minute
     assert m.rate(36000.0) == pytest.approx(1 / 60.0, rel=0.02)
     assert m.rate(36000.0 + 4 * 3600.0) < m.rate(36000.0) / 40   # a burst is forgotten within a few tau
     f1, f2 = m.futures(36000.0, 3600.0, seed=1), m.futures(36000.0, 3600.0, seed=1)
@@ -142,3 +144,14 @@ def test_command_line_flag():
     add_planner_arguments(p)
     assert planner_config(p.parse_args(["--arrivals"])).arrivals
     assert not planner_config(p.parse_args([])).arrivals
+
+
+def test_model_from_store_records_equals_the_model_that_saw_the_states():
+    """A restarted daemon rebuilds its model from the store's records (live and finished jobs)."""
+    state = long_job_state(True)
+    seen = ArrivalModel()
+    seen.observe_state(state)
+    records = [q.to_dict() for q in state.queued] + [r.to_dict() for r in state.running]
+    rebuilt = ArrivalModel()
+    rebuilt.observe_records(records)
+    assert rebuilt == seen and set(seen.seen) == {"anchor"} and set(seen.submits) == {"anchor", "long"}

@@ -30,6 +30,7 @@ plan of the whole queue that keeps every running job in place.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -205,10 +206,14 @@ class Planner:
         if not held:
             return None
         self.holds += len(held)
-        wait = max(1.0, 1.0 / self.model.rate(li.state.now))   # the next predicted arrival
+        # planned from the next predicted arrival, or the next completion if sooner (the loop decides again then)
+        held_jobs = {h.job for h in held}
+        ends = [li.pinned_end[r] for r in li.pins] + [p for j, p, _, _ in now_jobs if j not in held_jobs]
+        rate = self.model.rate(li.state.now)
+        wait = max(1e-3, min([1.0 / rate if rate > 0 else math.inf, *ends]))
         forced = dict(plan.forced)
-        forced.update({h.job: plan.allocs[plan.order.index(h.job)] for h in held})
-        return dec.decode(plan.order, forced, release={h.job: wait for h in held})
+        forced.update({j: plan.allocs[plan.order.index(j)] for j in held_jobs})
+        return dec.decode(plan.order, forced, release={j: wait for j in held_jobs})
 
     def _submit(self, li: LiveInstance, hint_plan: Schedule, order: list[int], deadline: float
                 ) -> tuple[Instance, list[int]]:

@@ -4,15 +4,19 @@ for predicted short arrivals — only decisions about real jobs, every plan repl
 from __future__ import annotations
 
 import argparse
+import io
+import json
 from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jctlab.cli import main
 from jctlab.replay import replay
 from jctlab.simulate import simulate
 from live.arrivals import ArrivalConfig, ArrivalModel, Sample, rollout
+from live.daemon import open_daemon, register
 from live.instance import LiveInstance
 from live.options import add_planner_arguments, planner_config
 from live.planner import Planner, PlannerConfig
@@ -155,3 +159,36 @@ def test_model_from_store_records_equals_the_model_that_saw_the_states():
     rebuilt = ArrivalModel()
     rebuilt.observe_records(records)
     assert rebuilt == seen and set(seen.seen) == {"anchor"} and set(seen.submits) == {"anchor", "long"}
+
+
+def test_the_daemon_holds_with_arrivals_and_rebuilds_its_model(tmp_path, monkeypatch):
+    """The constructed stream as daemon events (each job completes at its predicted end): with --arrivals the
+    long job is not started at its arrival; after a restart the model holds every job the store has seen."""
+    inst = short_stream_instance()
+    (tmp_path / "c.yaml").write_text("name: pair\nnodes:\n  - name: a\n    cpus: 8\n    mem_gb: 64\n"
+                                     "    gpus:\n      - {type: v100, count: 2}\n")
+    work = {j.name: j.iterations / j.samples_per_s["v100"] for j in inst.jobs}
+    subs = sorted((j.arrival, j.name) for j in inst.jobs if j.arrival < 3200.0)
+    evs = [{"id": f"s-{n}", "type": "submit", "time": t,
+            "job": {"name": n, "submit": t, "sizes": 1, "work": {"v100": work[n]}}} for t, n in subs]
+    # short jobs complete 100 s after their arrival (they start at once on the free GPU)
+    done = [{"id": f"c-{n}", "type": "complete", "time": t + 100.0, "job": n} for t, n in subs if n.startswith("s")]
+    lines = sorted(evs + done, key=lambda e: (e["time"], e["type"] == "submit"))
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(json.dumps(e) for e in lines) + "\n"))
+    state, log = tmp_path / "s.db", tmp_path / "d.jsonl"
+    args = ["schedule-daemon", "--cluster", str(tmp_path / "c.yaml"), "--method", "none", "--time-limit", "60",
+            "--max-evaluations", "400", "--state", str(state), "--log", str(log), "--arrivals"]
+    assert main(args) == 0
+    recs = [json.loads(x) for x in log.read_text().splitlines()]
+    started = [s["job"] for r in recs for s in r["start"]]
+    assert "long" not in started and sorted(started) == sorted(n for _, n in subs if n != "long")
+    assert next(r for r in recs if r["event"] == "s-long")["plan"]["source"].endswith("+hold")
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="verb")
+    register(sub)
+    d = open_daemon(p.parse_args(args[:1] + args[3:]), PlannerConfig(method="none", arrivals=True))
+    try:
+        assert set(d.planner.model.submits) == {n for _, n in subs}
+    finally:
+        d.planner.close()
+        d.store.close()

@@ -57,7 +57,7 @@ class PlannerConfig:
     insertion/swap distance; ``preemption``: the planner may stop (and later resume, or migrate) running
     jobs when each stop gains more than ``preempt_gain`` × the objective; ``arrivals``: predict arrivals from
     what the loop has seen and hold a long job back when the short jobs likely to arrive during its run gain
-    more than it loses (:mod:`live.arrivals`, settings ``arrival``; mean JCT only); ``reserve_s``: seconds of the limit
+    more than it loses (:mod:`live.arrivals`, settings ``arrival``; mean JCT, without preemption); ``reserve_s``: seconds of the limit
     kept for replaying the chosen plan; ``floor_s``: the least remaining time of a running job past its
     estimate; ``isolate``: the oracle in a worker process killed at the deadline."""
 
@@ -160,7 +160,9 @@ class Planner:
         self.evaluations += dec.evaluations
         best_name = self._choose(cands, li)
         chosen = cands[best_name]
-        if self.model is not None and c.objective == "mean_jct" and not chosen.released:
+        # with preemption a long job started now can still be stopped when short ones come, which the rollout
+        # does not model (it would overvalue holding): holds are for the non-preemptive loop
+        if self.model is not None and c.objective == "mean_jct" and not c.preemption:
             held = self._hold(li, dec, chosen)
             if held is not None:
                 best_name, chosen = f"{best_name}+hold", held

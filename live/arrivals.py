@@ -54,11 +54,12 @@ import numpy as np
 
 from .state import LiveState, RunningJob
 
+
 @dataclass(frozen=True)
 class ArrivalConfig:
     """``tau_s``: the rate estimate's memory (s); ``samples``: past arrivals whose work is resampled;
     ``horizon_s``: the futures' length at most (the held job's run time otherwise);
-    ``min_seen``: submissions and starts seen before any prediction; ``scenarios``: futures per rollout;
+    ``min_seen``: submissions and work samples seen before any prediction; ``scenarios``: futures per rollout;
     ``z``: standard errors by which holding must win; ``hold_max``: jobs held per decision; ``max_arrivals``:
     predicted arrivals per future at most (bounds a rollout's work on long jobs)."""
 
@@ -90,7 +91,8 @@ def sample_of(r: RunningJob) -> Sample:
 
 @dataclass
 class ArrivalModel:
-    """What the loop has seen: submission times by job, and the jobs it started (module docstring)."""
+    """What the loop has seen: submission times by job, and each job's work as first planned (module
+    docstring)."""
 
     config: ArrivalConfig = field(default_factory=ArrivalConfig)
     submits: dict[str, float] = field(default_factory=dict)

@@ -177,7 +177,10 @@ def open_daemon(a: argparse.Namespace, config: PlannerConfig) -> Daemon:
         store.close()
         raise
     log = a.log or f"{a.state}.decisions.jsonl"
-    return Daemon(store, Planner(config), log, a.bindings_dir, a.namespace, sys.stdout if a.echo else None)
+    planner = Planner(config)
+    if planner.model is not None:   # a restarted daemon predicts from every job it had seen
+        planner.model.observe_records(store.records())
+    return Daemon(store, planner, log, a.bindings_dir, a.namespace, sys.stdout if a.echo else None)
 
 
 def serve(args: list[str], conn: Any) -> None:

@@ -188,6 +188,10 @@ class Decoder:
             b = self._bases[released] = (free, acc, use)
         return b
 
+    def base_free(self, released: Iterable[int] = ()) -> list[float]:
+        """Each GPU's free time (decoder positions, cluster order) after the running jobs a plan keeps."""
+        return list(self._base(frozenset(released))[0])
+
     def _hold(self, use: dict, j: int, alloc: Allocation, start: float, end: float) -> None:
         cpu, mem = node_demand(self.li.instance.jobs[j], alloc, self.li.instance.cluster)
         for n, c in cpu.items():
@@ -210,18 +214,19 @@ class Decoder:
 
     # ------------------------------------------------------------------ decoding
     def place(self, j: int, free: list[float], use: dict | None, resumed: bool,
-              forced: Allocation | None = None) -> tuple[Allocation, float, float]:
-        """(allocation, start, end) of job j after the jobs already in ``free``/``use``."""
+              forced: Allocation | None = None, release: float = 0.0) -> tuple[Allocation, float, float]:
+        """(allocation, start, end) of job j after the jobs already in ``free``/``use``, not before
+        ``release`` (a job the planner holds back: :mod:`live.arrivals`)."""
         li = self.li
         restart = li.restart_s if resumed else 0.0
         if forced is not None:
             d = li.duration(j, forced) + restart
-            start = max(free[self.gpos[g]] for g in forced.gpus)
+            start = max(release, *(free[self.gpos[g]] for g in forced.gpus))
             if use is not None:
                 start = self._fit(use, j, forced, start, d)
             return forced, start, start + d
         best: tuple[float, int, tuple[int, ...], float] | None = None
-        for c in self._picks(j, free, use, restart):
+        for c in self._picks(j, free, use, restart, release):
             if best is None or c[0] < best[0] or (c[0] == best[0] and c[1] < best[1]):
                 best = c
         if best is None or math.isinf(best[0]):
@@ -235,7 +240,7 @@ class Decoder:
         for end, k, gpus, start in self._picks(j, free, use, restart):
             yield end, k, self.allocation(j, gpus), start
 
-    def _picks(self, j: int, free: list[float], use: dict | None, restart: float
+    def _picks(self, j: int, free: list[float], use: dict | None, restart: float, release: float = 0.0
                ) -> Iterable[tuple[float, int, tuple[int, ...], float]]:
         li = self.li
         fa = free.__getitem__
@@ -250,6 +255,7 @@ class Decoder:
                 gpus = tuple(sorted(pick))
                 start = free[pick[-1]]
                 k = 1 if grp.one_node else len({gnode[g] for g in pick})
+            start = max(start, release)
             d = grp.one if k == 1 else grp.spread
             if d is None:
                 alloc = self.allocation(j, gpus)
@@ -259,10 +265,15 @@ class Decoder:
             yield start + d + restart, k, gpus, start
 
     def decode(self, order: Sequence[int], forced: Mapping[int, Allocation] | None = None,
-               released: Iterable[int] = (), base: Decoded | None = None, start: int = 0) -> Decoded:
+               released: Iterable[int] = (), base: Decoded | None = None, start: int = 0,
+               release: Mapping[int, float] | None = None) -> Decoded:
         """List-schedule ``order``. With ``base`` (a decoding of the same ``released`` whose list agrees
-        with ``order`` before position ``start``), only positions ``start``... are computed again."""
+        with ``order`` before position ``start``), only positions ``start``... are computed again.
+        ``release``: jobs that may not start before a time (held back; never with ``base``)."""
         self.evaluations += 1
+        release = release or {}
+        if release and base is not None:
+            raise ValueError("decode: release times are not re-evaluated from a base")
         released = frozenset(released)
         forced = forced or {}
         pending = self.li.pending
@@ -287,7 +298,7 @@ class Decoder:
             f = forced.get(j)
             if f is not None and not self.li.allowed(j, f):
                 f = None
-            alloc, s, e = self.place(j, free, use, j in pending or j in released, f)
+            alloc, s, e = self.place(j, free, use, j in pending or j in released, f, release.get(j, 0.0))
             for g in alloc.gpus:
                 free[gpos[g]] = e
             if use is not None:

@@ -32,6 +32,9 @@ def add_planner_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preemption", action="store_true",
                    help="allow stopping (and later resuming, or moving) running jobs whose work is known; "
                         "without it a running job never moves")
+    p.add_argument("--arrivals", action="store_true",
+                   help="predict arrivals from the jobs seen so far and hold a long job back when the short jobs "
+                        "likely to arrive during its run gain more than it loses (mean JCT; docs/live.md)")
     p.add_argument("--preempt-gain", type=A.number(Range(0, 1)), default=0.01,
                    help="with --preemption: each stop must lower the plan's objective by this share (default 0.01)")
 
@@ -41,7 +44,7 @@ def planner_config(a: argparse.Namespace) -> PlannerConfig:
     return PlannerConfig(time_limit=a.time_limit, method=a.method, threads=a.threads, seed=a.seed,
                          objective=a.objective, fallbacks=fallbacks, max_oracle_jobs=a.max_oracle_jobs,
                          solve_when_full=a.solve_when_full, preemption=a.preemption, preempt_gain=a.preempt_gain,
-                         max_evaluations=a.max_evaluations)
+                         max_evaluations=a.max_evaluations, arrivals=a.arrivals)
 
 
 def check_method(method: str) -> None:

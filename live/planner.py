@@ -30,14 +30,16 @@ plan of the whole queue that keeps every running job in place.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
 from jctlab.model import Instance, Schedule
 
-from . import bounds, fallback
+from . import arrivals, bounds, fallback
+from .arrivals import ArrivalConfig, ArrivalModel, Sample
 from .decode import Decoded, Decoder, timed
-from .instance import LiveInstance
+from .instance import NOW_TOL, LiveInstance
 from .search import Budget, improve
 from .state import LiveState, Plan
 from .worker import Answer, OracleRunner
@@ -53,7 +55,9 @@ class PlannerConfig:
     policies whose plans compete (``jctlab simulate --policy`` names); ``search``: the improvement phase,
     within ``max_evaluations`` decodings when given (same decisions whatever the load); ``window``: its
     insertion/swap distance; ``preemption``: the planner may stop (and later resume, or migrate) running
-    jobs when each stop gains more than ``preempt_gain`` × the objective; ``reserve_s``: seconds of the limit
+    jobs when each stop gains more than ``preempt_gain`` × the objective; ``arrivals``: predict arrivals from
+    what the loop has seen and hold a long job back when the short jobs likely to arrive during its run gain
+    more than it loses (:mod:`live.arrivals`, settings ``arrival``; mean JCT, without preemption); ``reserve_s``: seconds of the limit
     kept for replaying the chosen plan; ``floor_s``: the least remaining time of a running job past its
     estimate; ``isolate``: the oracle in a worker process killed at the deadline."""
 
@@ -77,6 +81,8 @@ class PlannerConfig:
     oracle_share: float = 0.85  # the oracle's time limit: this share of the time left, minus overrun_s
     overrun_s: float = 0.3
     pin_weight: float = 10.0   # weight of a running job in the oracle, times the queue's (LiveInstance.oracle_instance)
+    arrivals: bool = False
+    arrival: ArrivalConfig = field(default_factory=ArrivalConfig)
 
 
 @dataclass
@@ -90,12 +96,16 @@ class Planner:
             self.oracle.start()
         self.solves = 0
         self.evaluations = 0
+        self.holds = 0
+        self.model = ArrivalModel(c.arrival) if c.arrivals else None
 
     def plan(self, state: LiveState, previous: Plan | None = None) -> Plan:
         t0 = time.perf_counter()
         c = self.config
         deadline = t0 + c.time_limit - c.reserve_s
         li = LiveInstance(state, c.objective, c.floor_s)
+        if self.model is not None:
+            self.model.observe_state(state)
         if not li.instance.jobs:
             return Plan(state.now, (), (), (), (), 0.0, 0.0, "empty", "optimal", time.perf_counter() - t0, 0.0)
         dec = Decoder(li)
@@ -149,13 +159,25 @@ class Planner:
             take_answer()
         self.evaluations += dec.evaluations
         best_name = self._choose(cands, li)
-        best = timed(li, cands[best_name], best_name)
+        chosen = cands[best_name]
+        # with preemption a long job started now can still be stopped when short ones come, which the rollout
+        # does not model (it would overvalue holding): holds are for the non-preemptive loop
+        if self.model is not None and c.objective == "mean_jct" and not c.preemption:
+            held = self._hold(li, dec, chosen)
+            if held is not None:
+                best_name, chosen = f"{best_name}+hold", held
+        best = timed(li, chosen, best_name)
         if answer is not None and answer.lower_bound is not None and not may_preempt:
             lb = max(lb, bounds.window_bound(li, head, li.queued_part(solved, answer.lower_bound), least))
         met = best.objective <= lb * (1 + OPTIMAL_RTOL) + 1e-9
         proven = proven and not best.released and best.objective <= cands[c.method].objective * (1 + 1e-12)
         status = "optimal" if met or proven else "feasible"
         now_, later, running = li.placements(best.schedule, best.replay.completion, best.released)
+        if self.model is not None:   # each queued job's work as first planned
+            submits = {q.name: q.submit for q in state.queued}
+            for p in now_ + later:
+                if p.job in submits:
+                    self.model.observe_work(Sample(submits[p.job], p.job, len(p.gpus), p.end - p.start))
         names = [li.instance.jobs[r].name for r in sorted(best.released)]
         return Plan(state.now, now_, later, running, tuple(names), best.objective, lb, best_name, status,
                     time.perf_counter() - t0, li.mean_jct(best.replay.completion),
@@ -170,6 +192,30 @@ class Planner:
         ok = {k: d for k, d in cands.items()
               if not d.released or d.objective < ref - len(d.released) * gain * ref}
         return min(ok, key=lambda k: ok[k].objective)
+
+    def _hold(self, li: LiveInstance, dec: Decoder, plan: Decoded) -> Decoded | None:
+        """``plan`` with the jobs :func:`live.arrivals.hold` holds back planned from the next predicted
+        arrival on (on the GPUs they had), or None when it holds none."""
+        now_jobs, rest = [], []
+        for j, a, s, e in zip(plan.order, plan.allocs, plan.starts, plan.ends):
+            if s <= NOW_TOL:
+                now_jobs.append((j, e - s, len(a.gpus), tuple(dec.gpos[g] for g in a.gpus)))
+            else:
+                rest.append((e - s, len(a.gpus)))
+        assert self.model is not None
+        held = arrivals.hold(self.model, li.state.now, self.config.seed, dec.base_free(), now_jobs, rest,
+                             keeps_running=bool(li.pins))
+        if not held:
+            return None
+        self.holds += len(held)
+        # planned from the next predicted arrival, or the next completion if sooner (the loop decides again then)
+        held_jobs = {h.job for h in held}
+        ends = [li.pinned_end[r] for r in li.pins] + [p for j, p, _, _ in now_jobs if j not in held_jobs]
+        rate = self.model.rate(li.state.now)
+        wait = max(1e-3, min([1.0 / rate if rate > 0 else math.inf, *ends]))
+        forced = dict(plan.forced)
+        forced.update({j: plan.allocs[plan.order.index(j)] for j in held_jobs})
+        return dec.decode(plan.order, forced, release={j: wait for j in held_jobs})
 
     def _submit(self, li: LiveInstance, hint_plan: Schedule, order: list[int], deadline: float
                 ) -> tuple[Instance, list[int]]:

@@ -79,15 +79,15 @@ class LivePolicy:
 def factory(inst: Instance, seed: int = 0, time_limit: float = 2.0, method: str = "cpsat",
             max_oracle_jobs: int = 16, fallbacks: str = "srtf+packed-sticky,fifo+packed-sticky",
             floor_s: float = 0.0, search: bool = True, max_evaluations: int | None = None,
-            preemption: bool = False, preempt_gain: float = 0.01) -> LivePolicy:
+            preemption: bool = False, preempt_gain: float = 0.01, arrivals: bool = False) -> LivePolicy:
     """``jctlab simulate --policy live [--time-limit S --method M --max-oracle-jobs K --fallbacks a,b
-    --preemption true --preempt-gain G --max-evaluations N --search false]`` (the command line reads
-    true/false and numbers as such)."""
+    --preemption true --preempt-gain G --max-evaluations N --search false --arrivals true]`` (the command
+    line reads true/false and numbers as such)."""
     config = PlannerConfig(time_limit=float(time_limit), method=str(method), seed=seed,
                            objective=inst.objective,
                            fallbacks=tuple(s for s in str(fallbacks).split(",") if s),
                            max_oracle_jobs=int(max_oracle_jobs), floor_s=float(floor_s), search=bool(search),
                            max_evaluations=None if max_evaluations in (None, "none") else int(max_evaluations),
-                           preemption=bool(preemption), preempt_gain=float(preempt_gain))
+                           preemption=bool(preemption), preempt_gain=float(preempt_gain), arrivals=bool(arrivals))
     return LivePolicy(inst, config)
 

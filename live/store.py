@@ -111,6 +111,10 @@ class Store:
         for seq, rec in self.db.execute("SELECT seq, record FROM decisions WHERE seq > ? ORDER BY seq", (after,)):
             yield int(seq), json.loads(rec)
 
+    def records(self) -> list[dict[str, Any]]:
+        """The last record of every job the daemon has seen, finished ones included."""
+        return [json.loads(rec) for (rec,) in self.db.execute("SELECT record FROM jobs ORDER BY seq, name")]
+
     def jobs(self) -> dict[str, str]:
         """Every job the daemon has seen -> its status."""
         return dict(self.db.execute("SELECT name, status FROM jobs"))

@@ -168,7 +168,8 @@ def run_slice(spec: str, a: argparse.Namespace) -> dict:
             row["policies"]["live"] = row["policies"]["live-heuristics"]
             break
         pol = live_policy(inst, time_limit=a.time_limit, method=method, max_oracle_jobs=a.max_oracle_jobs,
-                          max_evaluations=a.max_evaluations, preemption=pre, preempt_gain=a.preempt_gain)
+                          max_evaluations=a.max_evaluations, preemption=pre, preempt_gain=a.preempt_gain,
+                          arrivals=a.arrivals)
         t = time.perf_counter()
         try:
             sched, rep = simulate(inst, pol, method=label)
@@ -178,7 +179,7 @@ def run_slice(spec: str, a: argparse.Namespace) -> dict:
         lat = sorted(p.latency_s for p in pol.plans)
         row["policies"][label] = {
             "mean_jct": rep.objective, "runtime_s": time.perf_counter() - t, "decisions": len(pol.plans),
-            "oracle_solves": pol.planner.solves,
+            "oracle_solves": pol.planner.solves, "holds": pol.planner.holds,
             "oracle_won": sum(p.source == method for p in pol.plans),
             "latency_p50_s": statistics.median(lat) if lat else None,
             "latency_max_s": lat[-1] if lat else None,
@@ -242,6 +243,8 @@ def main(argv=None) -> int:
     # a guard against estimates that are wrong; the replay's are exact) left the loop behind SRTF's preemptions
     ap.add_argument("--preempt-gain", type=float, default=0.001,
                     help="with --preemptive: the least relative gain of each preemption the loop makes")
+    ap.add_argument("--arrivals", action="store_true",
+                    help="the loop predicts arrivals and may hold a long job back for them (live.arrivals)")
     ap.add_argument("--quick", action="store_true", help="first two slices, 100 jobs, short limits")
     a = ap.parse_args(argv)
     slices = a.slices or default_slices(a.data_dir, a.per_vc, a.rule, a.skip, a.seed_base)
@@ -261,7 +264,7 @@ def main(argv=None) -> int:
         row = run_slice(spec, a)
         row["settings"] = {"time_limit": a.time_limit, "method": a.method, "max_oracle_jobs": a.max_oracle_jobs,
                            "preemptive_restart_s": a.preemptive, "preempt_gain": a.preempt_gain,
-                           "max_evaluations": a.max_evaluations,
+                           "max_evaluations": a.max_evaluations, "arrivals": a.arrivals,
                            "oracle_limit": a.oracle_limit}
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(row, indent=1))

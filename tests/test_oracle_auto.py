@@ -19,6 +19,7 @@ from formulations.offline.classes import trivial_bound
 from formulations.offline.concrete import concrete_options
 from formulations.offline.cpsat import CpsatParams
 from formulations.offline.cpsat_phases import core_params
+from formulations.offline.greedy import offline_greedy
 from formulations.offline.pipeline import preemptive_lb
 from jctlab.generators import offline_instance
 from jctlab.replay import replay
@@ -178,8 +179,6 @@ def test_auto_offline_hint_is_no_worse_than_the_baselines():
     """``auto``'s offline hint is the best replayed schedule of its list-scheduling heuristic and of the
     non-preemptive baselines in ``BASELINE_HINTS`` (here a baseline is 24 % better than the heuristic), and
     ``auto`` returns no worse than its hint."""
-    from formulations.offline.greedy import offline_greedy
-
     inst = offline_instance(gpus=16, nodes=4, jobs=20, max_size=8, seed=0, interarrival_s=200, variability=0.08,
                             locality_penalty=1.2, duration_h=(0.1, 1.0))
     heuristic = replay(inst, offline_greedy(inst)).objective

@@ -16,6 +16,7 @@ from formulations import brute
 from formulations.offline import cpsat as offline_cpsat
 from formulations.offline import milp as offline_milp
 from formulations.offline import preemptive_bound
+from formulations.offline import symmetry as offline_symmetry
 from formulations.offline.classes import (
     class_options,
     hybrid_node_options,
@@ -223,8 +224,6 @@ def test_twin_node_breaking_keeps_the_optimum(seed):
 def test_twin_nodes_must_be_identical():
     """Nodes with per-GPU variability, other GPU types or other CPUs are not twins; the rule is only added
     where asked (relaxations of the whole instance)."""
-    from formulations.offline import symmetry as offline_symmetry
-
     inst = offline_instance(gpus=6, nodes=3, jobs=4, max_size=2, seed=1, types=("v100",))
     assert offline_symmetry.twin_groups(inst) == [["n0", "n1", "n2"]]
     classes, res = class_options(inst), class_resources(inst)

@@ -8,7 +8,7 @@ decision over ``TIME_LIMIT`` + 0.5 s. The state's seed is 10,000 (held out).
 
 Run: ``pytest benchmarks/bench_live.py --benchmark-only -s`` (``JCTLAB_LIVE_BENCH_LIMIT`` sets the limit,
 default 2 s; the run takes about 200 x the limit; ``JCTLAB_LIVE_BENCH_METHOD=none`` times the heuristics and
-the local search alone).
+the local search alone; ``JCTLAB_LIVE_BENCH_ARRIVALS=1`` adds the arrival-aware holds, ``live.arrivals``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from live.state import LiveState, Plan
 
 TIME_LIMIT = float(os.environ.get("JCTLAB_LIVE_BENCH_LIMIT", "2.0"))
 METHOD = os.environ.get("JCTLAB_LIVE_BENCH_METHOD", "cpsat")
+ARRIVALS = os.environ.get("JCTLAB_LIVE_BENCH_ARRIVALS", "0") == "1"
 EVENTS = 200
 QUEUED, RUNNING = 50, 20
 
@@ -58,17 +59,19 @@ def stream(planner: Planner) -> tuple[list[float], list[int], list[int], int]:
 
 
 def test_decision_latency_8x8(benchmark):
-    config = PlannerConfig(time_limit=TIME_LIMIT, method=METHOD, solve_when_full=True)
+    config = PlannerConfig(time_limit=TIME_LIMIT, method=METHOD, solve_when_full=True, arrivals=ARRIVALS)
     with Planner(config) as planner:
         time.sleep(3.0)   # the worker's imports, done once at a daemon's start
         lat, queued, running, won = benchmark.pedantic(stream, args=(planner,), rounds=1, iterations=1)
         solves = planner.solves
         kills = planner.oracle.kills if planner.oracle is not None else 0
     q = np.quantile(lat, [0.5, 0.99])
-    benchmark.extra_info.update(time_limit_s=TIME_LIMIT, method=METHOD, events=EVENTS, p50_s=float(q[0]), p99_s=float(q[1]),
-                                max_s=max(lat), oracle_solves=solves, oracle_killed=kills, oracle_won=won,
+    benchmark.extra_info.update(time_limit_s=TIME_LIMIT, method=METHOD, arrivals=ARRIVALS, holds=planner.holds,
+                                events=EVENTS, p50_s=float(q[0]), p99_s=float(q[1]), max_s=max(lat),
+                                oracle_solves=solves, oracle_killed=kills, oracle_won=won,
                                 mean_queued=statistics.mean(queued), mean_running=statistics.mean(running))
-    print(f"\nlive decision latency ({METHOD}), limit {TIME_LIMIT:g} s, {EVENTS} events: p50 {q[0]:.3f} s, p99 {q[1]:.3f} s, "
+    print(f"\nlive decision latency ({METHOD}{', arrivals' if ARRIVALS else ''}, {planner.holds} holds), "
+          f"limit {TIME_LIMIT:g} s, {EVENTS} events: p50 {q[0]:.3f} s, p99 {q[1]:.3f} s, "
           f"max {max(lat):.3f} s; {solves} solves, {kills} killed at the deadline, {won} plans from the oracle; "
           f"queued {statistics.mean(queued):.1f}, running {statistics.mean(running):.1f} on average")
     assert max(lat) <= TIME_LIMIT + 0.5

@@ -28,7 +28,6 @@ independent of the number of free GPUs. Both return the same GPUs in the same or
 
 from __future__ import annotations
 
-import math
 import random
 from collections import Counter
 from typing import Mapping, Sequence
@@ -126,39 +125,7 @@ class Random(Placement):
             return None
         # random.sample draws the same positions from any population of this length
         ids, ranked = idx.ids, idx.ranked
-        return [ids[ranked[k]] for k in sample_range(self.rng, idx.total, n)]
-
-
-def sample_range(rng: random.Random, n: int, k: int) -> list[int]:
-    """``rng.sample(range(n), k)``: the same positions from the same ``getrandbits`` calls, so the
-    same stream, without ``sample``'s generic-sequence checks and method layers (a non-sticky random
-    round draws once per job per round, hundreds of thousands of times on a trace).
-    ``tests/test_placement_sample.py`` checks the equality against ``random.Random.sample``."""
-    if not 0 <= k <= n:
-        raise ValueError("Sample larger than population or is negative")
-    bits = rng.getrandbits
-    setsize = 21 if k <= 5 else 21 + 4 ** math.ceil(math.log(k * 3, 4))
-    out = [0] * k
-    if n <= setsize:             # sample's pool branch: swap the drawn position out of the pool
-        pool = list(range(n))
-        for i in range(k):
-            m = n - i
-            b = m.bit_length()
-            r = bits(b)
-            while r >= m:
-                r = bits(b)
-            out[i] = pool[r]
-            pool[r] = pool[m - 1]
-        return out
-    b = n.bit_length()           # sample's set branch: redraw a position already drawn
-    seen: set[int] = set()
-    for i in range(k):
-        r = bits(b)
-        while r >= n or r in seen:
-            r = bits(b)
-        seen.add(r)
-        out[i] = r
-    return out
+        return [ids[ranked[k]] for k in self.rng.sample(range(idx.total), n)]
 
 
 class Bins:

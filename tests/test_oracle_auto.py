@@ -230,4 +230,7 @@ def test_race_keeps_the_queue_tests_bound_when_every_member_died(monkeypatch):
     assert r.params["parallel"] is True and r.params["queue"] is True and r.params["member_status"] == {}
     check_valid(inst, r)
     assert r.lower_bound > trivial_bound(inst) * 1.01
-    assert r.lower_bound <= preemptive_bound.lower_bound(inst) * (1 + 1e-6) + 1e-6
+    # under a time limit the LP is solved on coarser bucket grids first, which are not nested in the finer ones:
+    # the race's value is at most the best of the grids it may stop at, each with its tangents
+    grids = preemptive_bound.GRIDS + (160,)
+    assert r.lower_bound <= max(preemptive_bound.lower_bound(inst, n_grid=k) for k in grids) * (1 + 1e-6) + 1e-6

@@ -127,9 +127,10 @@ def build(spec: str, data_dir: str | None, restart_s: float | None = None) -> In
 
 
 def mixed(inst: Instance) -> Instance:
-    """The same jobs on a cluster of the same size, a third of its 8-GPU nodes V100, P100 and K80 each (V100 first; the
-    three types of Gavel's simulated clusters): each job's speed on each type is its Gavel type's measured
-    throughput, so where a job runs matters and the baselines that ignore types lose to those that price them."""
+    """The same jobs on a cluster of the same size, a third of its 8-GPU nodes V100, P100 and K80 each (V100 first;
+    Gavel's heterogeneous spec for these traces, 300 of each, rounded to whole nodes): each job's speed on each
+    type is its Gavel type's measured throughput, so where a job runs matters and the baselines that ignore types
+    lose to those that price them."""
     d = instance_to_dict(inst)
     n = len(inst.cluster.gpus) // 8
     counts = {t: len(range(k, n, len(MIXED))) for k, t in enumerate(MIXED)}
@@ -235,7 +236,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-oracle-jobs", type=int, default=16)
     ap.add_argument("--oracle-limit", type=float, default=300.0, help="offline oracle on the whole slice (s)")
     ap.add_argument("--cluster", choices=("v100", "mixed"), default="v100",
-                    help="default slices on V100s (the trace's) or on the mixed V100/P100/K80 cluster (same jobs)")
+                    help="default slices on V100s (Gavel's homogeneous spec for these traces) or on the mixed "
+                         "V100/P100/K80 cluster (its heterogeneous spec's proportions; same jobs)")
     ap.add_argument("--preemptive", type=float, default=None, metavar="RESTART_S",
                     help="preemptive slices (a preempted job loses RESTART_S s when it resumes): the loop may preempt "
                          "(--preemption), the baselines that preempt at their rounds join")

@@ -232,5 +232,5 @@ def test_race_keeps_the_queue_tests_bound_when_every_member_died(monkeypatch):
     assert r.lower_bound > trivial_bound(inst) * 1.01
     # under a time limit the LP is solved on coarser bucket grids first, which are not nested in the finer ones:
     # the race's value is at most the best of the grids it may stop at, each with its tangents
-    grids = preemptive_bound.GRIDS + (160,)
+    grids = preemptive_bound.GRIDS + (preemptive_bound.N_GRID,)
     assert r.lower_bound <= max(preemptive_bound.lower_bound(inst, n_grid=k) for k in grids) * (1 + 1e-6) + 1e-6

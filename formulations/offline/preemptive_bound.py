@@ -94,6 +94,7 @@ def rate_caps(inst: Instance) -> list[dict[str, float]]:
 
 
 GRIDS = (20, 40, 80)  # coarser bucket counts solved first under a time limit (then n_grid)
+N_GRID = 160          # the bucket count of the finest LP (the default n_grid)
 GROWTH = 5.0          # an LP with twice the buckets takes up to about this many times as long
 TANGENT_GROWTH = 2.5  # ... and with the tangents on the same buckets (measured 1.7-2×)
 TANGENTS = (0.5, 1.0)               # tangent points of p·y²/2, as fractions of the most y a bucket allows
@@ -181,7 +182,7 @@ def _buckets(inst: Instance, pm: list[float], caps, n_grid: int) -> list[float]:
     return sorted(set(arr[::step]) | set(grid))
 
 
-def lower_bound(inst: Instance, time_limit: float | None = None, threads: int = 1, *, n_grid: int = 160,
+def lower_bound(inst: Instance, time_limit: float | None = None, threads: int = 1, *, n_grid: int = N_GRID,
                 tangents: bool = True, dff: DffParams | None = DffParams()) -> float:
     """Lower bound on the objective of every preemptive schedule (proof in the module docstring).
 

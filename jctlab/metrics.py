@@ -8,6 +8,7 @@ Sums, means and percentiles are computed the way numpy computes them (:func:`fsu
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from dataclasses import replace
 from typing import Sequence
@@ -30,7 +31,11 @@ class ReferenceDurations:
     """A job's run time alone on its best homogeneous allocation of ``cluster``.
 
     For each allowed size and GPU type: one node holding that many GPUs of the type when one
-    exists, else the GPUs of that type spread over nodes. Used for slowdowns and Themis' ρ.
+    exists, else the GPUs of that type spread over nodes. A job none of whose sizes fits on the GPUs
+    of one type (8 GPUs on a cluster of 4 V100 and 4 K80) spans types: for each order of the types it
+    may use, the GPUs of the first type, then the next (each type's nodes largest first), the best
+    of those. Finite for every job that fits the cluster. Used for slowdowns, Themis' ρ and the work
+    estimates of SJF/SRTF.
     """
 
     def __init__(self, cluster: Cluster):
@@ -45,6 +50,16 @@ class ReferenceDurations:
         self.groups = {t: sorted(gs, key=len, reverse=True) for t, gs in by_type.items()}
 
     def __call__(self, job: Job) -> float:
+        best = self.homogeneous(job)
+        if best == math.inf:     # no size fits on one type: span types
+            for order in itertools.permutations([t for t in self.groups if job.can_use(t)]):
+                flat = [g for t in order for grp in self.groups[t] for g in grp]
+                for n in job.sizes:
+                    best = min(best, self._time(job, flat[:n], n))
+        return best
+
+    def homogeneous(self, job: Job) -> float:
+        """The best homogeneous allocation's run time alone; inf when no size fits on one type."""
         best = math.inf
         for t, groups in self.groups.items():
             if not job.can_use(t):
@@ -52,17 +67,19 @@ class ReferenceDurations:
             for n in job.sizes:
                 ids = next((grp[:n] for grp in groups if len(grp) >= n), None)
                 if ids is None:
-                    flat = [g for grp in groups for g in grp][:n]
-                    if len(flat) < n:
-                        continue
-                    ids = flat
-                ps = (ids[0].split(":", 1)[0],) if job.ps is not None else ()
-                try:
-                    t_it = base_iteration_time(job, Allocation(tuple(ids), ps), self.cluster)
-                except SpeedError:
-                    continue
-                best = min(best, job.iterations * t_it)
+                    ids = [g for grp in groups for g in grp][:n]
+                best = min(best, self._time(job, ids, n))
         return best
+
+    def _time(self, job: Job, ids: list[str], n: int) -> float:
+        """The job's run time alone on ``ids`` (inf when they are fewer than ``n`` or the model refuses them)."""
+        if len(ids) < n:
+            return math.inf
+        ps = (ids[0].split(":", 1)[0],) if job.ps is not None else ()
+        try:
+            return job.iterations * base_iteration_time(job, Allocation(tuple(ids), ps), self.cluster)
+        except SpeedError:
+            return math.inf
 
 
 def strip_variability(cluster: Cluster) -> Cluster:

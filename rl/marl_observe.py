@@ -148,7 +148,8 @@ class MarlInfo:
         self.groups = agent_groups(cl, cfg.max_agents)
         self.types = list(cl.gpu_types)
         self.type_index = {t: min(i, MAX_TYPES - 1) for i, t in enumerate(self.types)}
-        self.ref = [ReferenceDurations(strip_variability(cl))(j) for j in inst.jobs]
+        # homogeneous only, as rl.observe (the shipped checkpoint learned inf for a job no single type fits)
+        self.ref = [ReferenceDurations(strip_variability(cl)).homogeneous(j) for j in inst.jobs]
         self.gpn = max(len(nd.gpus) for nd in cl.nodes)
         self.frontiers = [frontier(j) for j in inst.jobs]
         self.variability = any(g.variability for g in cl.gpus)

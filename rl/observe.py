@@ -103,7 +103,9 @@ class InstanceInfo:
         classes = sorted({j.job_class for j in inst.jobs if j.job_class is not None})
         self.class_index = {c: min(i, CLASSES - 1) for i, c in enumerate(classes)}
         ref = ReferenceDurations(strip_variability(cl))
-        self.ref = [ref(j) for j in inst.jobs]          # alone on its best homogeneous allocation
+        # alone on its best homogeneous allocation; inf (the feature's clamp) for a job that fits on no single
+        # type: the shipped checkpoints learned that signal, so the observation keeps it
+        self.ref = [ref.homogeneous(j) for j in inst.jobs]
         self.gpn = max(len(nd.gpus) for nd in cl.nodes)
         self.node_index = {nd.name: i for i, nd in enumerate(cl.nodes)}
         self.planner_cache = PlannerCache(inst)      # the candidate planner's memo over the episode

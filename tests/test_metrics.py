@@ -4,15 +4,19 @@ arithmetic equal to numpy's to the last bit (a law: replay loads no numerical li
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jctlab.metrics import _mean_contention, fsum_pairwise, jain, mean, percentile
-from jctlab.model import Allocation, Schedule, Segment
+from baselines.queues import QUEUES
+from jctlab.metrics import ReferenceDurations, _mean_contention, fsum_pairwise, jain, mean, percentile, strip_variability
+from jctlab.model import Allocation, Instance, Schedule, Segment
 from jctlab.replay import replay
+from jctlab.speed import base_iteration_time
+from tests.conftest import tiny_dict
 
 
 def test_metric_values_by_hand(tiny):
@@ -110,3 +114,40 @@ def test_contention_is_numpys(jobs):
     arr = [float(a) for a, _ in jobs]
     comp = [float(a + d) for a, d in jobs]
     assert _mean_contention(arr, comp) == [float(x) for x in _contention_numpy(arr, comp)]
+
+
+
+def test_a_job_that_fits_on_no_single_type_gets_a_finite_reference(tiny_d):
+    """Job a takes 4 GPUs on a cluster of 2 V100s and 2 P100s: no homogeneous allocation exists, so its
+    reference spans the types (the better of V100s first and P100s first); its slowdown is finite, and so
+    are SJF's work estimate and every fairness metric (they were inf / 0 before)."""
+    tiny_d["jobs"][0]["sizes"] = [4]
+    inst = Instance.from_dict(tiny_d)
+    cl = strip_variability(inst.cluster)
+    job = inst.jobs[0]
+    ref = ReferenceDurations(cl)(job)
+    by_order = [job.iterations * base_iteration_time(job, Allocation(ids), cl)
+                for ids in (("n0:0", "n0:1", "n1:0", "n1:1"), ("n1:0", "n1:1", "n0:0", "n0:1"))]
+    assert math.isfinite(ref) and ref == min(by_order)
+    everything = Allocation(("n0:0", "n0:1", "n1:0", "n1:1"))
+    sched = Schedule("tiny", "hand", (Segment("a", 0.0, None, everything),
+                                      Segment("b", 10 * ref, None, Allocation(("n1:0",)))))   # after a
+    rep = replay(inst, sched)
+    assert rep.valid, rep.error
+    for k in ("mean_slowdown", "jain_slowdown", "ftf_rho_max", "ftf_rho_mean"):
+        assert math.isfinite(rep.metrics[k]) and rep.metrics[k] > 0, k
+    assert QUEUES["sjf"](inst, [4, 1]).work[0] == 4 * ReferenceDurations(cl)(replace(job, sizes=(4,)))
+
+
+@pytest.mark.parametrize("size", [1, 2])
+@pytest.mark.parametrize("only", ["v100", "p100"])
+def test_a_homogeneous_reference_is_unchanged_by_the_spanning_rule(size, only):
+    """Where some size fits on one type, the reference is the best homogeneous allocation's, as before:
+    the spanning rule only fills in jobs none of whose sizes fits."""
+    d = tiny_dict()
+    d["jobs"][0]["sizes"] = [size]
+    d["jobs"][0]["samples_per_s"] = {only: 100.0}
+    inst = Instance.from_dict(d)
+    job = inst.jobs[0]
+    ids = tuple(g.id for g in inst.cluster.gpus if g.type == only)[:size]
+    assert ReferenceDurations(inst.cluster)(job) == job.iterations * base_iteration_time(job, Allocation(ids), inst.cluster)

@@ -12,7 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from baselines.queues import QUEUES
-from jctlab.metrics import ReferenceDurations, _mean_contention, fsum_pairwise, jain, mean, percentile, strip_variability
+from jctlab.metrics import (
+    ReferenceDurations,
+    _mean_contention,
+    fsum_pairwise,
+    jain,
+    mean,
+    percentile,
+    strip_variability,
+)
 from jctlab.model import Allocation, Instance, Schedule, Segment
 from jctlab.replay import replay
 from jctlab.speed import base_iteration_time

@@ -5,6 +5,7 @@ later than the time limit, whatever the oracle does.
   ``fifo+packed``, ``matching``...), run through the core simulator on the live instance with the running
   jobs started first on their own GPUs;
 * ``greedy``: the queue in shortest-work order, each job on the allocation that completes it earliest;
+* ``srpt`` (with preemption): the longest-running jobs stopped for shorter queued ones, as SRTF does;
 * ``previous``: the previous plan's order and GPUs for the jobs still queued, new jobs after them
   (earliest completion) — the rolling horizon's warm start.
 
@@ -80,6 +81,24 @@ def simulated(li: LiveInstance, dec: Decoder, policy: str, seed: int = 0, deadli
 
 def greedy(li: LiveInstance, dec: Decoder) -> Decoded:
     return dec.decode(shortest_first(li))
+
+
+def srpt(li: LiveInstance, dec: Decoder, most: int = 8) -> dict[str, Decoded]:
+    """Preemptive shortest-remaining-first plans (with preemption): for k = 1..``most``, stop the k movable
+    running jobs with the longest remaining time over weight, each longer than the shortest queued job, and
+    list-schedule them with the queue in Smith's order. What SRTF does at a round, as plans the planner
+    prices (its rule keeps one only if every stop pays); the search's stops go one at a time."""
+    if not li.queued:
+        return {}
+    shortest = min(li.wspt_key(j) for j in li.queued)
+    weight = [job.weight for job in li.instance.jobs]
+    longer = sorted((r for r in li.movable if li.pinned_end[r] / weight[r] > shortest),
+                    key=lambda r: (-li.pinned_end[r] / weight[r], r))
+    out = {}
+    for k in range(1, min(most, len(longer)) + 1):
+        stop = longer[:k]
+        out[f"srpt{k}"] = dec.decode(shortest_first(li, [*li.queued, *stop]), released=stop)
+    return out
 
 
 def previous(li: LiveInstance, dec: Decoder, plan: Plan) -> Decoded:

@@ -6,7 +6,9 @@ Each call (:meth:`Planner.plan`):
 1. builds the live instance (:mod:`live.instance`: time 0 = now) and its list scheduler
    (:class:`live.decode.Decoder`);
 2. computes the fast heuristic plans (:mod:`live.fallback`): the previous plan carried forward (the warm
-   start) and the shortest-first greedy;
+   start) and the shortest-first greedy; with preemption also SRTF's stops (``srptK``: the K longest-running
+   jobs stopped for shorter queued ones, K = 1..8), which the search's one-at-a-time stops miss when only
+   stops together free a wide job's GPUs;
 3. unless nothing can start now (no queued job fits the free GPUs: the decision is then empty whatever
    the plan, and the solve is skipped unless ``solve_when_full``; with preemption allowed the solve is
    skipped only when nothing can start even after stopping every job that may be stopped), sends the
@@ -114,11 +116,13 @@ class Planner:
             cands["previous"] = fallback.previous(li, dec, previous)
         cands["greedy"] = fallback.greedy(li, dec)
         may_preempt = c.preemption and bool(li.movable)
+        if may_preempt:
+            cands.update(fallback.srpt(li, dec))
         startable = li.can_start_now(li.movable if may_preempt else ())
         solve = (self.oracle is not None and len(li.queued) > 0 and (c.solve_when_full or startable)
                  and deadline - time.perf_counter() >= c.min_solve_s)
         if solve:   # the worker solves while the simulated fallbacks and the search run here
-            first = min(cands.values(), key=lambda d: d.objective)
+            first = min((d for d in cands.values() if not d.released), key=lambda d: d.objective)   # pins kept
             solved, head = self._submit(li, timed(li, first, "hint").schedule, first.order, deadline)
         least = bounds.least(li)   # the bounds' run times, while the worker solves (tenths of a second at 64 GPUs)
         lb = bounds.state_bound(li, may_preempt, least)
@@ -142,7 +146,7 @@ class Planner:
                 # optimal among plans without preemption too (their objective there grows with the live one)
                 proven = (len(head) == len(li.queued) and answer.status == "optimal" and li.keeps_pins(answer.schedule))
 
-        base = min(cands, key=lambda k: cands[k].objective)
+        base = self._choose(cands, li)
         if c.search and (startable or c.solve_when_full):
             budget = Budget(deadline, c.max_evaluations)
             if solve:   # search until the oracle's answer is due, then from the better plan
@@ -151,7 +155,7 @@ class Planner:
                 cands[f"{base}+search"] = res.plan
                 take_answer()
                 solve = False
-                base = min(cands, key=lambda k: cands[k].objective)
+                base = self._choose(cands, li)
             res = improve(dec, cands[base], budget, c.window, c.preempt_gain if may_preempt else None)
             if res.moves:
                 cands[base if base.endswith("+search") else f"{base}+search"] = res.plan

@@ -167,6 +167,27 @@ def test_no_preemption_without_known_work_or_gain(work, restart_s):
     assert plan.preempt_now == () and [p.job for p in plan.running] == ["long"]
 
 
+@pytest.mark.parametrize("allowed", [False, True])
+def test_two_stops_that_pay_only_together(allowed):
+    """Two long jobs hold the two GPUs; a short job needs both. Stopping one alone gains nothing (the short
+    job still waits for the other), which the search's one-stop moves see; stopping both is SRTF's round,
+    the ``srpt2`` plan: short 0-60, the long ones resume at 60 and pay the 30-s restart, mean
+    (60 + 2 × (60 + 30 + 10,000)) / 3 against (10,060 + 2 × 10,000) / 3 without a stop."""
+    cl = ClusterSpec("two", (NodeSpec("a", (GpuSpec(0, "v100"), GpuSpec(1, "v100"))),), restart_s=30.0)
+    work = Work({"v100": 12000.0})
+    state = LiveState(cl, 100.0, (QueuedJob("short", 100.0, (2,), Work({"v100": 120.0})),),
+                      (RunningJob("l0", 0.0, 0.0, ("a:0",), 10000.0, 100.0, work),
+                       RunningJob("l1", 0.0, 0.0, ("a:1",), 10000.0, 100.0, work)))
+    with Planner(PlannerConfig(method="none", floor_s=0.0, preemption=allowed, max_evaluations=2000)) as planner:
+        plan = planner.plan(state)
+    check_plan(state, plan)
+    if not allowed:
+        assert plan.preempt_now == () and plan.objective == pytest.approx((10060.0 + 20000.0) / 3)
+    else:
+        assert sorted(plan.preempt_now) == ["l0", "l1"] and [p.job for p in plan.start_now] == ["short"]
+        assert plan.source == "srpt2" and plan.objective == pytest.approx((60.0 + 2 * 10090.0) / 3)
+
+
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 9999), queued=st.integers(1, 10), running=st.integers(1, 8))
 def test_plans_with_preemption_replay(seed, queued, running):

@@ -15,7 +15,8 @@ so every order is deterministic.
   so an index costs O(points · log jobs).
 
 Work estimates come from :mod:`jctlab.speed` through :class:`jctlab.metrics.ReferenceDurations` (best
-single-type allocation of the job's size on the cluster without variability), computed once.
+single-type allocation of the job's size on the cluster without variability; one spanning types when the size
+fits on no single type), computed once.
 
 Every key ends with the job index, so keys are unique and sorting the keys sorts the jobs.
 :meth:`Queue.order` is the definition (sort every job by its key); :meth:`Queue.order_live` returns

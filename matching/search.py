@@ -1,7 +1,8 @@
 """Repair and local search over option choices (capacity per GPU type), with a fairness-aware score.
 
 score(d) = mean(d) · (1 + fairness · (1 − Jain(d / ref))), ref = a job's run time alone on its best
-homogeneous allocation (jctlab.metrics.ReferenceDurations, the slowdown reference of replay).
+homogeneous allocation, spanning types where none fits (jctlab.metrics.ReferenceDurations, the slowdown
+reference of replay).
 fairness = 0 is plain mean JCT.
 """
 
@@ -32,7 +33,7 @@ def scores(d: np.ndarray, ref: np.ndarray | None, fairness: float) -> np.ndarray
 
 
 def reference(menu: Menu) -> np.ndarray:
-    """Per job of the menu, its run time alone on its best homogeneous allocation (slowdown references)."""
+    """Per job of the menu, its reference run time alone (``ReferenceDurations``: the slowdown references)."""
     ref_of = ReferenceDurations(strip_variability(menu.inst.cluster))
     r = np.array([ref_of(menu.inst.jobs[j]) for j in menu.jobs])
     return np.where(np.isfinite(r) & (r > 0), r, 1.0)

@@ -91,9 +91,9 @@ def srpt(li: LiveInstance, dec: Decoder, most: int = 8) -> dict[str, Decoded]:
     if not li.queued:
         return {}
     shortest = min(li.wspt_key(j) for j in li.queued)
-    weight = [job.weight for job in li.instance.jobs]
-    longer = sorted((r for r in li.movable if li.pinned_end[r] / weight[r] > shortest),
-                    key=lambda r: (-li.pinned_end[r] / weight[r], r))
+    jobs = li.instance.jobs
+    left = {r: li.pinned_end[r] / jobs[r].weight for r in li.movable}
+    longer = sorted((r for r in left if left[r] > shortest), key=lambda r: (-left[r], r))
     out = {}
     for k in range(1, min(most, len(longer)) + 1):
         stop = longer[:k]

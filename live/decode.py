@@ -4,12 +4,13 @@ A plan is a list of the queued jobs (and of the running jobs it preempts now) in
 allocation or none. List scheduling starts the running jobs it keeps at 0 on their GPUs, then each job of
 the list, in order, as early as its GPUs are free — and, when some job carries a parameter server or a
 CPU/memory table, as early as its nodes have CPUs and memory for its whole run — so a later job never
-delays an earlier one. A job without a given allocation gets the one that completes it earliest (fewest
-nodes on a tie) among: per allowed size, the earliest-free usable GPUs of each node, of each socket when
-the cluster prices sockets (``qpi_factor`` > 1), and of the whole cluster; for one GPU, the earliest-free
-GPU of each speed class (same type, same slowdown for the job's class). A parameter-server job gets one
-server on the node of its first GPU; every job runs at the fair CPU/memory share unless its allocation is
-given (the oracle's plan).
+delays an earlier one. A job without a given allocation gets the one that completes it earliest among: per
+allowed size, the earliest-free usable GPUs of each node, of each socket when the cluster prices sockets
+(``qpi_factor`` > 1), and of the whole cluster; for one GPU, the earliest-free GPU of each speed class (same
+type, same slowdown for the job's class). On a tie: the fewest nodes, then the node with the fewest GPUs free
+when it starts (best fit, which keeps whole nodes free for wide jobs; first fit scatters single-GPU jobs over
+idle nodes). A parameter-server job gets one server on the node of its first GPU; every job runs at the fair
+CPU/memory share unless its allocation is given (the oracle's plan).
 
 :class:`Decoder` computes this without replay and re-evaluates a changed list from the first position that
 changed (it keeps the state before each position): the improvement phase (:mod:`live.search`) calls it
@@ -22,7 +23,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from operator import itemgetter
+from typing import Callable, Iterable, Mapping, Sequence
 
 from jctlab.engine import EPS
 from jctlab.model import Allocation, Claimed, Schedule, Segment
@@ -67,13 +69,16 @@ class Decoded:
 @dataclass(frozen=True)
 class _Group:
     """A candidate group of job j: pick its ``n`` earliest-free GPUs. ``one``/``spread``: the run time of
-    any such pick within one node / over several, when it depends on nothing else (None: price the pick)."""
+    any such pick within one node / over several, when it depends on nothing else (None: price the pick);
+    ``times``: the free times of ``ids`` as a tuple; ``runs``: [a, b) of ``ids`` on one node each."""
 
     n: int
     ids: list[int]
     one_node: bool
     one: float | None
     spread: float | None
+    times: Callable[[list[float]], tuple[float, ...]]
+    runs: tuple[tuple[int, int], ...]
 
 
 class Decoder:
@@ -88,6 +93,10 @@ class Decoder:
         self.gid = [g.id for g in cl.gpus]
         self.gpos = {g: i for i, g in enumerate(self.gid)}
         self.gnode = [g.node for g in cl.gpus]
+        on_node: dict[str, list[int]] = {}
+        for i, node in enumerate(self.gnode):
+            on_node.setdefault(node, []).append(i)
+        self.node_times = {node: _times(ids) for node, ids in on_node.items()}
         self.weights = li.weights
         self.total_weight = sum(self.weights)
         self.makespan = inst.objective == "makespan"
@@ -138,8 +147,9 @@ class Decoder:
         nodes = {g.node for g in gpus}
         uniform = (not self.capacity and len({(g.type, g.factor(cls)) for g in gpus}) == 1
                    and (cl.qpi_factor == 1.0 or len({(g.node, g.socket) for g in gpus}) == 1))
+        times, runs = _times(ids), self._runs(ids)
         if not uniform:
-            return _Group(n, ids, len(nodes) == 1, None, None)
+            return _Group(n, ids, len(nodes) == 1, None, None, times, runs)
         one = spread = None
         by_node: dict[str, list[int]] = {}
         for g in ids:
@@ -153,7 +163,12 @@ class Decoder:
             pick += [g for g in lists[0][1:]][:n - len(pick)]
             if len(pick) == n:
                 spread = self.li.duration(j, self.allocation(j, tuple(sorted(pick))))
-        return _Group(n, ids, len(nodes) == 1, one, spread)
+        return _Group(n, ids, len(nodes) == 1, one, spread, times, runs)
+
+    def _runs(self, ids: list[int]) -> tuple[tuple[int, int], ...]:
+        """[a, b) of each run of ``ids`` on one node (the GPUs of a node are contiguous in cluster order)."""
+        cuts = [i for i in range(1, len(ids)) if self.gnode[ids[i]] != self.gnode[ids[i - 1]]]
+        return tuple(zip([0, *cuts], [*cuts, len(ids)]))
 
     def allocation(self, j: int, gpus: tuple[int, ...]) -> Allocation:
         """The allocation of job j on GPUs ``gpus`` (sorted ints): one parameter server on the node of
@@ -226,12 +241,24 @@ class Decoder:
                 start = self._fit(use, j, forced, start, d)
             return forced, start, start + d
         best: tuple[float, int, tuple[int, ...], float] | None = None
+        left = -1    # best's other GPUs free on its node when it starts (-1: not counted yet)
         for c in self._picks(j, free, use, restart, release):
             if best is None or c[0] < best[0] or (c[0] == best[0] and c[1] < best[1]):
-                best = c
+                best, left = c, -1
+            elif c[0] == best[0] and c[1] == best[1] == 1:   # best fit: the fuller node
+                if left < 0:
+                    left = self._left(best, free)
+                other = self._left(c, free)
+                if other < left:
+                    best, left = c, other
         if best is None or math.isinf(best[0]):
             raise AssertionError(f"job {li.instance.jobs[j].name} fits no allocation (the readers let it through)")
         return self.allocation(j, best[2]), best[3], best[0]
+
+    def _left(self, pick: tuple[float, int, tuple[int, ...], float], free: list[float]) -> int:
+        """How many other GPUs of the node of a one-node ``pick`` are free when it starts."""
+        _, _, gpus, start = pick
+        return sum(1 for t in self.node_times[self.gnode[gpus[0]]](free) if t <= start) - len(gpus)
 
     def options(self, j: int, free: list[float], use: dict | None, restart: float
                 ) -> Iterable[tuple[float, int, Allocation, float]]:
@@ -242,14 +269,25 @@ class Decoder:
 
     def _picks(self, j: int, free: list[float], use: dict | None, restart: float, release: float = 0.0
                ) -> Iterable[tuple[float, int, tuple[int, ...], float]]:
+        """(end, nodes, GPUs, start) of each candidate group's pick; one GPU: on the fullest node among the
+        earliest-free ones (best fit, as :meth:`place` between groups)."""
         li = self.li
         fa = free.__getitem__
         gnode = self.gnode
         for grp in self.cands[j]:
             n, ids = grp.n, grp.ids
             if n == 1:
-                g = min(ids, key=fa)
-                gpus, start, k = (g,), free[g], 1
+                times = grp.times(free)
+                start = min(times)
+                i = times.index(start)
+                if len(grp.runs) > 1 and times.count(start) > 1:
+                    # the node with the fewest GPUs free then (first in cluster order on a tie)
+                    fewest = len(ids) + 1
+                    for a, b in grp.runs:
+                        c = times[a:b].count(start)
+                        if 0 < c < fewest:
+                            fewest, i = c, a + times[a:b].index(start)
+                gpus, k = (ids[i],), 1
             else:
                 pick = sorted(ids, key=fa)[:n]
                 gpus = tuple(sorted(pick))
@@ -315,6 +353,13 @@ class Decoder:
         """``pairs`` (job, allocation or None) in order, then the jobs ``rest`` (earliest completion)."""
         forced = {j: a for j, a in pairs if a is not None}
         return self.decode([j for j, _ in pairs] + list(rest), forced, released)
+
+
+def _times(ids: list[int]) -> Callable[[list[float]], tuple[float, ...]]:
+    """A function of the GPUs' free times giving those of ``ids``, as a tuple (one C-level call)."""
+    if len(ids) == 1:
+        return lambda free, g=ids[0]: (free[g],)
+    return itemgetter(*ids)
 
 
 def earliest_fit(intervals: Iterable[tuple[float, float, float, float]], t0: float, d: float, cpu: float, mem: float,

@@ -247,3 +247,25 @@ def test_single_gpu_jobs_on_identical_gpus_the_plan_is_spt(gpus, secs, busy):
     n = len(queued) + len(running)
     assert plan.objective * n == pytest.approx(spt + sum(b for b in avail if b > 0), rel=1e-9)
     assert plan.objective == pytest.approx(brute_force(state, "mean_jct"), rel=1e-9)
+
+
+def test_a_single_gpu_job_takes_the_fullest_node_and_leaves_a_whole_one_free():
+    """Best fit among equal picks: node a is idle, node b has one GPU free. A 1-GPU job ends as early on
+    either, so it takes b's free GPU (first fit would take a:0), and the 4-GPU job after it starts now on a
+    whole node instead of spreading or waiting for b's long jobs."""
+    four = tuple(GpuSpec(i, "v100") for i in range(4))
+    cl = ClusterSpec("two", (NodeSpec("a", four), NodeSpec("b", four)), inter_node_gbps=1.0)
+    running = tuple(RunningJob(f"r{i}", 0.0, 0.0, (f"b:{i}",), 50_000.0, 0.0) for i in range(3))
+    queued = (QueuedJob("small", 0.0, (1,), Work({"v100": 100.0})),
+              QueuedJob("wide", 0.0, (4,), Work({"v100": 4000.0}, comm_mb=500.0)))
+    state = LiveState(cl, 0.0, queued, running)
+    li = LiveInstance(state, "mean_jct")
+    dec = Decoder(li)
+    small, wide = (li.instance.index[q.name] for q in queued)
+    plan = dec.decode([small, wide])
+    assert plan.allocs[0].gpus == ("b:3",)
+    assert plan.allocs[1].gpus == ("a:0", "a:1", "a:2", "a:3") and plan.starts[1] == 0.0
+    with Planner(PlannerConfig(method="none")) as planner:
+        live = planner.plan(state)
+    check_plan(state, live)
+    assert {p.job: p.gpus for p in live.start_now} == {"small": ("b:3",), "wide": ("a:0", "a:1", "a:2", "a:3")}

@@ -69,16 +69,17 @@ class Decoded:
 @dataclass(frozen=True)
 class _Group:
     """A candidate group of job j: pick its ``n`` earliest-free GPUs. ``one``/``spread``: the run time of
-    any such pick within one node / over several, when it depends on nothing else (None: price the pick);
-    ``times``: the free times of ``ids`` as a tuple; ``runs``: [a, b) of ``ids`` on one node each."""
+    any such pick within one node / over several, when it depends on nothing else (None: price the pick).
+    One GPU (the pick's best fit reads them): ``times``, the free times of ``ids`` as a tuple; ``runs``,
+    [a, b) of ``ids`` on one node each."""
 
     n: int
     ids: list[int]
     one_node: bool
     one: float | None
     spread: float | None
-    times: Callable[[list[float]], tuple[float, ...]]
-    runs: tuple[tuple[int, int], ...]
+    times: Callable[[list[float]], tuple[float, ...]] | None = None
+    runs: tuple[tuple[int, int], ...] = ()
 
 
 class Decoder:
@@ -147,7 +148,7 @@ class Decoder:
         nodes = {g.node for g in gpus}
         uniform = (not self.capacity and len({(g.type, g.factor(cls)) for g in gpus}) == 1
                    and (cl.qpi_factor == 1.0 or len({(g.node, g.socket) for g in gpus}) == 1))
-        times, runs = _times(ids), self._runs(ids)
+        times, runs = (_times(ids), self._runs(ids)) if n == 1 else (None, ())
         if not uniform:
             return _Group(n, ids, len(nodes) == 1, None, None, times, runs)
         one = spread = None
@@ -277,11 +278,11 @@ class Decoder:
         for grp in self.cands[j]:
             n, ids = grp.n, grp.ids
             if n == 1:
-                times = grp.times(free)
+                times = grp.times(free)   # type: ignore[misc]
                 start = min(times)
                 i = times.index(start)
                 if len(grp.runs) > 1 and times.count(start) > 1:
-                    # the node with the fewest GPUs free then (first in cluster order on a tie)
+                    # the node with the fewest of them free then (first in cluster order on a tie)
                     fewest = len(ids) + 1
                     for a, b in grp.runs:
                         c = times[a:b].count(start)

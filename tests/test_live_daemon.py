@@ -45,9 +45,12 @@ def workload(seed: int, jobs: int = 36) -> list[dict]:
 
 
 def read_log(path: Path) -> list[dict]:
+    """The log's complete lines: a last line without its newline is being written, or was cut short by a kill
+    (the restarted daemon truncates it), and is not read yet."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    text = path.read_text()
+    return [json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines() if line.strip()]
 
 
 class Cluster:
@@ -109,23 +112,27 @@ def drive(tmp: Path, subs: list[dict], kills: int, seed: int) -> list[dict]:
     sent: list[dict] = []
     kill_at = set(rng.sample(range(1, 2 * len(subs) - 1), kills))
     k = 0
-    while (ev := cluster.next_event()) is not None:
-        k += 1
-        conn.send(json.dumps(ev))
-        if k in kill_at:
-            time.sleep(rng.uniform(0.0, 0.03))
-            kill(proc, conn)
-            proc, conn = spawn(args)
-            if rng.random() < 0.3:     # sometimes killed again while it recovers
-                time.sleep(rng.uniform(0.0, 0.01))
+    try:
+        while (ev := cluster.next_event()) is not None:
+            k += 1
+            conn.send(json.dumps(ev))
+            if k in kill_at:
+                time.sleep(rng.uniform(0.0, 0.03))
                 kill(proc, conn)
                 proc, conn = spawn(args)
-            for again in sent[-1:] + [ev]:        # what it may not have committed; a duplicate is harmless
-                conn.send(json.dumps(again))
-        cluster.learn(wait_for(log, ev["id"]))
-        sent.append(ev)
-    conn.send(None)
-    proc.join()
+                if rng.random() < 0.3:     # sometimes killed again while it recovers
+                    time.sleep(rng.uniform(0.0, 0.01))
+                    kill(proc, conn)
+                    proc, conn = spawn(args)
+                for again in sent[-1:] + [ev]:        # what it may not have committed; a duplicate is harmless
+                    conn.send(json.dumps(again))
+            cluster.learn(wait_for(log, ev["id"]))
+            sent.append(ev)
+        conn.send(None)
+        proc.join()
+    finally:   # a failed check must not leave a daemon waiting on its pipe (the test process would hang at exit)
+        if proc.is_alive():
+            kill(proc, conn)
     return read_log(log)
 
 

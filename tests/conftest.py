@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import multiprocessing
 from typing import Any
 
 import pytest
@@ -36,6 +37,14 @@ def tiny_dict(**cluster_over: Any) -> dict[str, Any]:
     }
     d["cluster"].update(cluster_over)
     return d
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A test that fails while a child process still runs (a daemon waiting on its pipe, a solver worker) must not
+    hang the run at exit, where multiprocessing joins its children: kill what is left."""
+    for proc in multiprocessing.active_children():
+        proc.kill()
+        proc.join(5)
 
 
 @pytest.fixture

@@ -48,8 +48,6 @@ from .worker import Answer, OracleRunner
 
 #: relative tolerance of "the plan meets the bound" (the replay's tolerance on objectives)
 OPTIMAL_RTOL = 1e-6
-#: relative difference of two plans' objectives below which they tie (float sums of the same terms)
-TIE_RTOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -190,20 +188,14 @@ class Planner:
                     {k: v.objective for k, v in cands.items()})
 
     def _choose(self, cands: dict[str, Decoded], li: LiveInstance) -> str:
-        """The least objective; a plan that preempts k jobs only if it is more than k × preempt_gain below the
-        best plan that preempts none. Among plans whose objectives tie (within TIE_RTOL: the same sum added in
-        another order), the one whose sorted end times are least (lexicographically), then the first: on a
-        tie the known queue cannot tell the plans apart, but the jobs not yet submitted can. Two jobs that
-        each start first on their GPU may swap GPUs at equal Σ C (t1 + p1 + t2 + p2 either way); the shorter
-        on the GPU that frees first (what SRTF's dispatch does) frees a GPU sooner for the next arrival."""
+        """The least objective (ties: the first candidate); a plan that preempts k jobs only if it is more
+        than k × preempt_gain below the best plan that preempts none."""
         keep = {k: d for k, d in cands.items() if not d.released}
         ref = min(d.objective for d in keep.values())
         gain = self.config.preempt_gain
         ok = {k: d for k, d in cands.items()
               if not d.released or d.objective < ref - len(d.released) * gain * ref}
-        least = min(d.objective for d in ok.values())
-        tied = [k for k, d in ok.items() if d.objective <= least + TIE_RTOL * max(1.0, abs(least))]
-        return min(tied, key=lambda k: sorted(ok[k].ends))
+        return min(ok, key=lambda k: ok[k].objective)
 
     def _hold(self, li: LiveInstance, dec: Decoder, plan: Decoded) -> Decoded | None:
         """``plan`` with the jobs :func:`live.arrivals.hold` holds back planned from the next predicted

@@ -269,22 +269,3 @@ def test_a_single_gpu_job_takes_the_fullest_node_and_leaves_a_whole_one_free():
         live = planner.plan(state)
     check_plan(state, live)
     assert {p.job: p.gpus for p in live.start_now} == {"small": ("b:3",), "wide": ("a:0", "a:1", "a:2", "a:3")}
-
-
-def test_on_a_tie_the_shorter_job_takes_the_gpu_that_frees_first():
-    """Two GPUs free at 10 and 20 s. The previous plan put the 1,000-s job on the first; a 900-s job arrives. Either
-    assignment gives the same Σ C (10 + 1000 + 20 + 900), so the known queue cannot choose; the plan whose jobs end
-    soonest (the shorter one on the GPU that frees first, as SRTF dispatches) leaves a GPU free sooner for the next
-    arrival, and wins the tie over the warm start."""
-    two = (GpuSpec(0, "v100"), GpuSpec(1, "v100"))
-    cl = ClusterSpec("one", (NodeSpec("a", two),))
-    running = (RunningJob("r1", 0.0, 0.0, ("a:0",), 10.0, 0.0), RunningJob("r2", 0.0, 0.0, ("a:1",), 20.0, 0.0))
-    long_ = QueuedJob("long", 0.0, (1,), Work({"v100": 1000.0}))
-    short = QueuedJob("short", 0.0, (1,), Work({"v100": 900.0}))
-    with Planner(PlannerConfig(method="none", floor_s=0.0)) as planner:
-        first = planner.plan(LiveState(cl, 0.0, (long_,), running))
-        assert [(p.job, p.gpus) for p in first.later] == [("long", ("a:0",))]
-        state = LiveState(cl, 0.0, (long_, short), running)
-        plan = planner.plan(state, first)
-    assert plan.candidates["previous"] == pytest.approx(plan.candidates["greedy"], rel=1e-12)   # a tie
-    assert {p.job: (p.gpus, p.start) for p in plan.later} == {"short": (("a:0",), 10.0), "long": (("a:1",), 20.0)}

@@ -94,10 +94,7 @@ class Decoder:
         self.gid = [g.id for g in cl.gpus]
         self.gpos = {g: i for i, g in enumerate(self.gid)}
         self.gnode = [g.node for g in cl.gpus]
-        on_node: dict[str, list[int]] = {}
-        for i, node in enumerate(self.gnode):
-            on_node.setdefault(node, []).append(i)
-        self.node_times = {node: _times(ids) for node, ids in on_node.items()}
+        self.node_times = {nd.name: _times([self.gpos[g.id] for g in nd.gpus]) for nd in cl.nodes}
         self.weights = li.weights
         self.total_weight = sum(self.weights)
         self.makespan = inst.objective == "makespan"
@@ -282,7 +279,8 @@ class Decoder:
                 start = min(times)
                 i = times.index(start)
                 if len(grp.runs) > 1 and times.count(start) > 1:
-                    # the node with the fewest of them free then (first in cluster order on a tie)
+                    # best fit as in place(), counted on this group's GPUs (its runs; no scan of whole nodes):
+                    # the node with the fewest of them free then, first in cluster order on a tie
                     fewest = len(ids) + 1
                     for a, b in grp.runs:
                         c = times[a:b].count(start)

@@ -21,7 +21,7 @@ def add_planner_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=A.THREADS, default=1)
     p.add_argument("--seed", type=A.SEED, default=0)
     p.add_argument("--fallbacks", default="srtf+packed-sticky,fifo+packed-sticky",
-                   help="online policies whose plans compete (comma list of `jctlab simulate` names)")
+                   help="online policies whose plans compete (comma list of `jctlab simulate` names; '' for none)")
     p.add_argument("--max-oracle-jobs", type=A.integer(1, 10_000), default=16,
                    help="queued jobs the oracle sees (the head of the best heuristic plan)")
     p.add_argument("--solve-when-full", action="store_true",

@@ -10,8 +10,8 @@ reports, but not the verdict. The full cost curve of every policy is ``scripts/s
 - 8,000 jobs on 512 GPUs: every queue + placement policy within 10x of ``fifo+packed-sticky``.
   ``random-nonsticky`` re-draws every job's GPUs every round: about 950,000 segments, 120x the
   baseline's 8,000, each started and stopped in the simulation and again in the replay. Its cost is
-  that output's (about 12.5x measured, docs/scale.md), so its cases may fail without a
-  regression: they are marked ``xfail`` (not strict: a pass is not a surprise either).
+  that output's (about 20x measured, docs/scale.md), so its cases fail without a regression: they are
+  marked ``xfail`` (not strict).
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 References that do not resolve in the instance (an unknown job, GPU id or node, or a schedule made
 for another instance) are bad input (:class:`InputError`, exit 2); a well-formed schedule that breaks
-a rule is invalid (``Replay.valid`` is False, exit 1).
+a rule is invalid (``Replay.valid`` is False, exit 1). The rules are the engine's (:mod:`jctlab.engine`);
+where no job's rate depends on another's, :mod:`jctlab.closed_form` gives the engine's numbers without its
+events, or hands the schedule to the engine.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .closed_form import Progress, closed_form
 from .engine import Engine, time_tol
 from .errors import InputError, InvalidSchedule
 from .metrics import compute_metrics, objective_value
@@ -53,13 +56,12 @@ def replay(inst: Instance, sched: Schedule, source: str = "<schedule>", with_fai
     segment pays ``restart_s``, as every later segment of a preemptive schedule does."""
     check_references(inst, sched, source)
     try:
-        engine, per_job = _run(inst, sched, frozenset(inst.index[j] for j in resumed))
+        done, per_job = _run(inst, sched, frozenset(inst.index[j] for j in resumed))
     except InvalidSchedule as e:
         return Replay(False, str(e))
-    completion = [c for c in engine.completion]
-    first = [f for f in engine.first_start]
+    completion = done.completion
     preemptions = sum(len(v) - 1 for v in per_job)
-    metrics = (compute_metrics(inst, completion, first, engine.gpu_seconds, preemptions, with_fairness)  # type: ignore[arg-type]
+    metrics = (compute_metrics(inst, completion, done.first_start, done.gpu_seconds, preemptions, with_fairness)
                if with_metrics else {})
     obj = objective_value(inst, completion)  # type: ignore[arg-type]
     comp = {j.name: c for j, c in zip(inst.jobs, completion)}
@@ -72,13 +74,19 @@ def replay(inst: Instance, sched: Schedule, source: str = "<schedule>", with_fai
     return Replay(True, None, obj, comp, metrics)
 
 
-def _run(inst: Instance, sched: Schedule, resumed: frozenset[int] = frozenset()) -> tuple[Engine, list[list[Segment]]]:
+def _run(inst: Instance, sched: Schedule, resumed: frozenset[int] = frozenset()) -> tuple[Progress, list[list[Segment]]]:
+    """Each job's segments checked for their order, then replayed: in closed form where it applies
+    (:mod:`jctlab.closed_form`, the engine's numbers without its events), else by the engine."""
+    per_job = segments_by_job(inst, sched)
+    done = closed_form(inst, per_job, resumed)
+    return (done if done is not None else engine_run(inst, per_job, resumed)), per_job
+
+
+def segments_by_job(inst: Instance, sched: Schedule) -> list[list[Segment]]:
+    """Each job's segments, in time order as the rules of a segment list require (else InvalidSchedule)."""
     per_job: list[list[Segment]] = [[] for _ in inst.jobs]
     for s in sched.segments:
         per_job[inst.index[s.job]].append(s)
-    # events: (time, kind, job, segment index); stops (0) before starts (1) at equal times
-    events = []
-    add = events.append
     for j, segs in enumerate(per_job):
         name = inst.jobs[j].name
         if not segs:
@@ -95,6 +103,17 @@ def _run(inst: Instance, sched: Schedule, resumed: frozenset[int] = frozenset())
                 raise InvalidSchedule(f"job {name}: segment {k} ends at {s.end:g}, not after its start {s.start:g}")
             if k and s.start < segs[k - 1].end - time_tol(s.start):  # type: ignore[operator]
                 raise InvalidSchedule(f"job {name}: segment {k} starts before segment {k - 1} ends (segments in time order)")
+    return per_job
+
+
+def engine_run(inst: Instance, per_job: list[list[Segment]], resumed: frozenset[int]) -> Progress:
+    """Replay ``per_job`` event by event through the engine (raises :class:`InvalidSchedule` at the first
+    rule broken)."""
+    # events: (time, kind, job, segment index); stops (0) before starts (1) at equal times
+    events = []
+    add = events.append
+    for j, segs in enumerate(per_job):
+        for k, s in enumerate(segs):
             add((s.start, 1, j, k))
             if s.end is not None:
                 add((s.end, 0, j, k))
@@ -126,4 +145,4 @@ def _run(inst: Instance, sched: Schedule, resumed: frozenset[int] = frozenset())
     for j, c in enumerate(eng.completion):
         if c is None:
             raise InvalidSchedule(f"job {inst.jobs[j].name} does not complete: its segments end before its work is done")
-    return eng, per_job
+    return Progress(eng.completion, eng.first_start, eng.gpu_seconds)  # type: ignore[arg-type]

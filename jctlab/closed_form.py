@@ -1,0 +1,153 @@
+"""Replay in closed form where no job's rate depends on another job's: the engine's results without its events.
+
+On a cluster without co-location interference (no class table, no PCIe switch factor) a job's progress on a
+segment depends only on the segment: it runs at 1 / base iteration time from its start (plus ``restart_s`` when
+it resumes) to its end. Replay (:mod:`jctlab.replay`) then needs no event queue, and a schedule of millions of
+segments (non-sticky rounds on a whole trace) replays about three times faster than through
+:class:`jctlab.engine.Engine`.
+
+**Only a shortcut to the engine's verdict, never a second rulebook.** :func:`closed_form` returns the engine's
+completions, first starts and GPU-seconds, bit for bit, when it can show that the engine accepts the schedule;
+it returns None in every other case (anything it does not model, and every schedule the engine would reject),
+and replay then runs the engine, whose error messages are the only ones. So a wrong closed form could only make
+replay slower, not change a verdict, as long as "not None" implies "the engine accepts, with these numbers":
+``tests/test_closed_form.py`` checks that law by Hypothesis on simulated schedules and on mutated ones. Why the
+numbers are equal, the engine's operations in the same order for each job:
+
+* the engine starts a segment at ``t`` with ``last = t``, ``restart_until = t + restart`` and factor 1.0, so its
+  work begins at ``begin = max(t, t + restart)``; it predicts the completion ``begin + left · base · 1.0`` with
+  ``left = max(0, iterations − progress)``, and a stop at ``e`` adds ``(e − begin) / (base · 1.0)`` when
+  ``e > begin``, then completes the job there if its progress reaches ``iterations · (1 − EPS)``;
+* the engine pops a predicted completion ``tc`` before any event whose time ``t'`` has ``tc ≤ t' + tol(t')``: so
+  before the segment's own stop at ``e`` iff ``tc ≤ e + tol(e)``, where replay requires the segment to be the
+  job's last and ``tc ≥ e − tol(e)``; and a GPU it held is free for a start at ``s`` iff ``tc ≤ s + tol(s)``
+  (a stop at ``e`` frees it for a start at ``s ≥ e``: at equal times the engine stops before it starts);
+* GPU-seconds add ``(release − start) · #GPUs`` per segment in the job's order, from 0.0.
+
+CPU and memory: every segment at the nodes' fair share (null levels, no parameter server), and each node's fair
+shares exact in binary (multiples of 1/1024) with ``GPUs × share ≤ capacity``. Then every sum the engine forms is
+exact, and with no GPU held twice a node never holds more than its capacity, so the engine's capacity check
+cannot fail. Otherwise (levels, servers, shares such as 10 CPUs / 3 GPUs whose sums round) None.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .engine import EPS, time_tol
+from .model import Instance, Node, Segment
+from .speed import BaseTimes, SpeedError
+
+#: fair shares that are multiples of this are summed exactly (any float sum of them below 2**43 is exact)
+EXACT_STEP = 1 / 1024
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What replaying a schedule yields per job (index order): completion time, first start, GPU-seconds held."""
+
+    completion: list[float]
+    first_start: list[float]
+    gpu_seconds: list[float]
+
+
+def _exact_fair_shares(nd: Node) -> bool:
+    return all((share / EXACT_STEP).is_integer() and share * len(nd.gpus) <= total
+               for total, share in ((nd.cpus, nd.fair_cpus), (nd.mem_gb, nd.fair_mem_gb)))
+
+
+def applies(inst: Instance) -> bool:
+    """Whether the closed form can replay schedules of ``inst`` at all (its segments may still send one to the
+    engine)."""
+    cl = inst.cluster
+    return not (cl.has_interference or cl.has_switch_interference) and all(map(_exact_fair_shares, cl.nodes))
+
+
+def closed_form(inst: Instance, per_job: list[list[Segment]], resumed: frozenset[int] = frozenset()) -> Progress | None:
+    """The engine's :class:`Progress` on ``per_job`` (each job's segments in time order, as replay checked them:
+    at least one, ends after starts, only the last without an end), or None where it cannot show that the
+    engine accepts them (module docstring). ``resumed``: jobs whose first segment pays ``restart_s``."""
+    if not applies(inst):
+        return None
+    cl = inst.cluster
+    gpu_node = {g.id: g.node for g in cl.gpus}
+    gpu_type = {g.id: g.type for g in cl.gpus}
+    types = cl.gpu_types
+    base_of = BaseTimes(inst.jobs, cl).get
+    restart_s = cl.restart_s
+    static = inst.problem == "static"
+    n = len(inst.jobs)
+    completion: list[float] = [0.0] * n
+    gpu_seconds: list[float] = [0.0] * n
+    held: list[tuple[float, float, bool, tuple[str, ...]]] = []   # (start, release, by completion, GPUs)
+    for j, segs in enumerate(per_job):
+        job = inst.jobs[j]
+        iterations, sizes = job.iterations, job.sizes
+        earliest = job.arrival - time_tol(job.arrival)
+        any_type = all(job.can_use(t) for t in types)
+        resumes = j in resumed
+        progress = 0.0
+        done = None
+        last = len(segs) - 1
+        prev_end = None
+        for k, s in enumerate(segs):
+            t, a = s.start, s.alloc
+            gpus = a.gpus
+            if (t < earliest or (static and t != 0) or a.ps_nodes or a.cpus_per_gpu is not None
+                    or a.mem_gb_per_gpu is not None or len(gpus) not in sizes
+                    or (prev_end is not None and t < prev_end)):
+                return None
+            if len(gpus) == 1:
+                nodes = 1
+            else:
+                if len(set(gpus)) != len(gpus):
+                    return None
+                nodes = len({gpu_node[g] for g in gpus})
+            if not any_type and not all(job.can_use(gpu_type[g]) for g in gpus):
+                return None
+            try:
+                base = base_of(j, a, nodes)
+            except SpeedError:
+                return None
+            restart = restart_s if (k or resumes) else 0.0
+            begin = max(t, t + restart)
+            tc = begin + max(0.0, iterations - progress) * base * 1.0
+            e = s.end
+            if e is None or tc <= e + time_tol(e):    # the predicted completion comes first
+                if k != last or (e is not None and tc < e - time_tol(e)):
+                    return None
+                done = release = tc
+                by_completion = True
+            else:                                       # the stop at e
+                if e > begin:
+                    progress += (e - begin) / (base * 1.0)
+                release, by_completion = e, False
+                if progress >= iterations * (1 - EPS):
+                    if k != last:
+                        return None
+                    done = e
+            gpu_seconds[j] += max(0.0, release - t) * len(gpus)
+            held.append((t, release, by_completion, gpus))
+            prev_end = e
+        if done is None:
+            return None
+        completion[j] = done
+    if not _gpus_held_once(held):
+        return None
+    return Progress(completion, [segs[0].start for segs in per_job], gpu_seconds)
+
+
+def _gpus_held_once(held: list[tuple[float, float, bool, tuple[str, ...]]]) -> bool:
+    """Whether, segment by segment in start order, each GPU is free when the segment starts: released by a stop
+    at or before the start, or by a completion within the engine's tolerance of it; two segments starting on
+    one GPU at the same time are left to the engine (its event order decides)."""
+    busy: dict[str, tuple[float, float, bool]] = {}
+    for t, release, by_completion, gpus in sorted(held, key=lambda h: h[0]):
+        for g in gpus:
+            prev = busy.get(g)
+            if prev is not None:
+                s0, r0, c0 = prev
+                if s0 == t or (r0 > t and not (c0 and r0 <= t + time_tol(t))):
+                    return False
+            busy[g] = (t, release, by_completion)
+    return True

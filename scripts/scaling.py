@@ -38,7 +38,8 @@ from tqdm import tqdm
 from baselines.families import QUEUES, PLACEMENTS
 from baselines.gavel import POLICIES as GAVEL
 from jctlab.loaders import default_data_dir
-from jctlab.registry import names
+from jctlab.registry import featured_policies, names
+from rl.families import MAIFS_GREEDY
 
 SIZES = ("2000x512", "8000x512", "20000x2048", "82247x4096")
 FULL_TRACE = 82247
@@ -46,9 +47,14 @@ GPUS_PER_NODE = 8
 
 
 def all_policies() -> list[str]:
-    """Every registered policy: the plain ones and the members of the policy families."""
+    """Every registered policy: the plain ones, the members of the policy families, and the learned ones."""
     fam = [f"{q}+{p}" for q, p in itertools.product(QUEUES, PLACEMENTS)] + list(GAVEL)
-    return sorted(names("jctlab.policies")) + fam
+    return sorted(names("jctlab.policies")) + fam + learned_policies()
+
+
+def learned_policies() -> list[str]:
+    """The shipped learned policies and the MAIFS-like policy's greedy variant."""
+    return featured_policies() + [MAIFS_GREEDY]
 
 
 def instance(work: Path, size: str, data: Path) -> Path:
@@ -191,7 +197,7 @@ def plot(rows: list[dict], path: Path, version: str | None) -> None:
                                          for q in QUEUES],
         "PM-First and PAL": [f"{q}+{p}" for p in ("pm-first", "pal") for q in QUEUES],
         "Gavel": list(GAVEL),
-        "other registered policies": sorted(names("jctlab.policies")),
+        "other registered policies": sorted(names("jctlab.policies")) + learned_policies(),
     }
     sizes = sorted({k[0] for k in b}, key=lambda s: int(s.split("x")[0]))
     fig, axes = plt.subplots(2, 2, figsize=(12, 9), sharex=True, sharey=True)

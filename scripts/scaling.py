@@ -35,7 +35,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from baselines.families import QUEUES, PLACEMENTS
+from baselines.families import PLACEMENTS, QUEUES
 from baselines.gavel import POLICIES as GAVEL
 from jctlab.loaders import default_data_dir
 from jctlab.registry import featured_policies, names
@@ -184,7 +184,7 @@ def write_csv(rows: list[dict], path: Path) -> None:
 
 
 def plot(rows: list[dict], path: Path, version: str | None) -> None:
-    import matplotlib          # only the plotting step needs it
+    import matplotlib  # only the plotting step needs it
     import matplotlib.ticker
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -1,4 +1,5 @@
-"""Core throughput: replay and online simulation events per second, and the full Philly trace.
+"""Core throughput: replay and online simulation events per second, replay of many segments (closed form against
+the engine), and the full Philly trace.
 
 Run: ``make bench`` (or ``pytest benchmarks/bench_core.py --benchmark-only``).
 """
@@ -12,10 +13,12 @@ import sys
 
 import pytest
 
+from jctlab.closed_form import closed_form
 from jctlab.generators import offline_instance
 from jctlab.loaders import default_data_dir
 from jctlab.policies import FifoFirstFit
-from jctlab.replay import replay
+from jctlab.registry import policy_factory
+from jctlab.replay import engine_run, replay, segments_by_job
 from jctlab.simulate import simulate
 
 
@@ -31,6 +34,27 @@ def test_replay_events_per_second(benchmark, interference):
     assert r.valid
     benchmark.extra_info["events"] = _events(sched)
     benchmark.extra_info["events_per_s"] = _events(sched) / benchmark.stats.stats.mean
+
+
+@pytest.fixture(scope="module")
+def nonsticky_schedule():
+    """Random placement re-drawn every 360-s round on a preemptive queue: many segments, restarts."""
+    inst = offline_instance(gpus=128, nodes=16, jobs=2000, interarrival_s=60, seed=1, problem="preemptive")
+    sched, r = simulate(inst, policy_factory("fifo+random-nonsticky")(inst, seed=0))
+    assert r.valid
+    return inst, sched
+
+
+@pytest.mark.parametrize("path", ["closed-form", "engine"])
+def test_replay_of_many_segments(benchmark, nonsticky_schedule, path):
+    """The same checked segments replayed in closed form (it applies: no interference) and by the engine
+    (``engine_run``), warm calls: the closed form's speed-up where a schedule has many segments."""
+    inst, sched = nonsticky_schedule
+    per_job = segments_by_job(inst, sched)
+    done = benchmark(closed_form if path == "closed-form" else engine_run, inst, per_job, frozenset())
+    assert done is not None
+    benchmark.extra_info["segments"] = len(sched.segments)
+    benchmark.extra_info["us_per_segment"] = benchmark.stats.stats.mean / len(sched.segments) * 1e6
 
 
 def test_online_simulation_events_per_second(benchmark):

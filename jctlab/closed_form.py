@@ -3,7 +3,7 @@
 On a cluster without co-location interference (no class table, no PCIe switch factor) a job's progress on a
 segment depends only on the segment: it runs at 1 / base iteration time from its start (plus ``restart_s`` when
 it resumes) to its end. Replay (:mod:`jctlab.replay`) then needs no event queue, and a schedule of millions of
-segments (non-sticky rounds on a whole trace) replays about three times faster than through
+segments (non-sticky rounds on a whole trace) replays two to three times faster than through
 :class:`jctlab.engine.Engine`.
 
 **Only a shortcut to the engine's verdict, never a second rulebook.** :func:`closed_form` returns the engine's
@@ -17,7 +17,8 @@ numbers are equal, the engine's operations in the same order for each job:
 * the engine starts a segment at ``t`` with ``last = t``, ``restart_until = t + restart`` and factor 1.0, so its
   work begins at ``begin = max(t, t + restart)``; it predicts the completion ``begin + left · base · 1.0`` with
   ``left = max(0, iterations − progress)``, and a stop at ``e`` adds ``(e − begin) / (base · 1.0)`` when
-  ``e > begin``, then completes the job there if its progress reaches ``iterations · (1 − EPS)``;
+  ``e > begin``, then completes the job there if its progress reaches ``iterations · (1 − EPS)``; ``x · 1.0`` is
+  ``x`` exactly, so the closed form drops the factor;
 * the engine pops a predicted completion ``tc`` before any event whose time ``t'`` has ``tc ≤ t' + tol(t')``: so
   before the segment's own stop at ``e`` iff ``tc ≤ e + tol(e)``, where replay requires the segment to be the
   job's last and ``tc ≥ e − tol(e)``; and a GPU it held is free for a start at ``s`` iff ``tc ≤ s + tol(s)``
@@ -111,7 +112,7 @@ def closed_form(inst: Instance, per_job: list[list[Segment]], resumed: frozenset
                 return None
             restart = restart_s if (k or resumes) else 0.0
             begin = max(t, t + restart)
-            tc = begin + max(0.0, iterations - progress) * base * 1.0
+            tc = begin + max(0.0, iterations - progress) * base
             e = s.end
             if e is None or tc <= e + time_tol(e):    # the predicted completion comes first
                 if k != last or (e is not None and tc < e - time_tol(e)):
@@ -120,7 +121,7 @@ def closed_form(inst: Instance, per_job: list[list[Segment]], resumed: frozenset
                 by_completion = True
             else:                                       # the stop at e
                 if e > begin:
-                    progress += (e - begin) / (base * 1.0)
+                    progress += (e - begin) / base
                 release, by_completion = e, False
                 if progress >= iterations * (1 - EPS):
                     if k != last:

@@ -83,7 +83,8 @@ def _run(inst: Instance, sched: Schedule, resumed: frozenset[int] = frozenset())
 
 
 def segments_by_job(inst: Instance, sched: Schedule) -> list[list[Segment]]:
-    """Each job's segments, in time order as the rules of a segment list require (else InvalidSchedule)."""
+    """Each job's segments, in time order as the rules of a segment list require (else InvalidSchedule); the
+    schedule's references must resolve (:func:`check_references`)."""
     per_job: list[list[Segment]] = [[] for _ in inst.jobs]
     for s in sched.segments:
         per_job[inst.index[s.job]].append(s)

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .engine import EPS, time_tol
+from .engine import EPS, earliest_start, time_tol, uses_every_type
 from .model import Instance, Node, Segment
 from .speed import BaseTimes, SpeedError
 
@@ -84,8 +84,8 @@ def closed_form(inst: Instance, per_job: list[list[Segment]], resumed: frozenset
     for j, segs in enumerate(per_job):
         job = inst.jobs[j]
         iterations, sizes = job.iterations, job.sizes
-        earliest = job.arrival - time_tol(job.arrival)
-        any_type = all(job.can_use(t) for t in types)
+        earliest = earliest_start(job)
+        any_type = uses_every_type(job, types)
         resumes = j in resumed
         progress = 0.0
         done = None

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 
 from .errors import InvalidSchedule
-from .model import Allocation, Instance
+from .model import Allocation, Instance, Job
 from .resources import demand_on, fair_shares
 from .speed import BaseTimes, SpeedError, alloc_switches, switch_factor
 
@@ -25,6 +25,16 @@ EPS = 1e-9
 def time_tol(t: float) -> float:
     """Tolerance for comparing two event times that were computed in different ways."""
     return EPS * max(1.0, abs(t))
+
+
+def earliest_start(job: Job) -> float:
+    """The earliest start a segment of ``job`` may have: its arrival, within the tolerance."""
+    return job.arrival - time_tol(job.arrival)
+
+
+def uses_every_type(job: Job, types: tuple[str, ...]) -> bool:
+    """Whether ``job`` may run on each of the cluster's GPU types (then no start needs a per-GPU type check)."""
+    return all(job.can_use(t) for t in types)
 
 
 @dataclass(slots=True)
@@ -71,10 +81,10 @@ class Engine:
         self._gpu_node = {g.id: g.node for g in cl.gpus}
         self._gpu_type = {g.id: g.type for g in cl.gpus}
         types = cl.gpu_types
-        self._any_type = [all(job.can_use(t) for t in types) for job in inst.jobs]
+        self._any_type = [uses_every_type(job, types) for job in inst.jobs]
         self._switched = any(g.switch is not None for g in cl.gpus)
         self._fair = fair_shares(cl)
-        self._earliest = [job.arrival - time_tol(job.arrival) for job in inst.jobs]
+        self._earliest = [earliest_start(job) for job in inst.jobs]
         self._static = inst.problem == "static"
         self._cap = {nd.name: (nd.cpus + EPS * max(1.0, nd.cpus), nd.mem_gb + EPS * max(1.0, nd.mem_gb))
                      for nd in cl.nodes}

@@ -63,7 +63,7 @@ def replay(inst: Instance, sched: Schedule, source: str = "<schedule>", with_fai
     preemptions = sum(len(v) - 1 for v in per_job)
     metrics = (compute_metrics(inst, completion, done.first_start, done.gpu_seconds, preemptions, with_fairness)
                if with_metrics else {})
-    obj = objective_value(inst, completion)  # type: ignore[arg-type]
+    obj = objective_value(inst, completion)
     comp = {j.name: c for j, c in zip(inst.jobs, completion)}
     c = sched.claimed
     if c is not None and c.objective is not None:

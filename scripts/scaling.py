@@ -184,7 +184,7 @@ def write_csv(rows: list[dict], path: Path) -> None:
 
 
 def plot(rows: list[dict], path: Path, version: str | None) -> None:
-    import matplotlib  # only the plotting step needs it
+    import matplotlib          # only the plotting step needs it
     import matplotlib.ticker
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

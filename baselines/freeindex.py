@@ -330,19 +330,39 @@ class RankedFree:
         self.node = [g.node for g in cluster.gpus]
         self.ranked = list(range(len(self.ids)))
         self.total = len(self.ids)
+        # the last draw (its GPUs, their positions): a take of exactly those GPUs next deletes by position
+        self._drawn: tuple[tuple[str, ...], list[int]] | None = None
+
+    def draw(self, positions: list[int]) -> tuple[str, ...]:
+        """The free GPUs at these distinct positions (0-based, in cluster order)."""
+        ids, ranked = self.ids, self.ranked
+        gpus = tuple([ids[ranked[k]] for k in positions])
+        self._drawn = (gpus, positions)
+        return gpus
 
     def take(self, gpus: Iterable[str]) -> None:
-        ranked, gi = self.ranked, self.gi
-        for g in gpus:
-            i = gi[g]
-            k = bisect_left(ranked, i)
-            if k == len(ranked) or ranked[k] != i:
-                raise ValueError("a GPU taken is not free")
-            del ranked[k]
+        ranked, drawn = self.ranked, self._drawn
+        self._drawn = None
+        if drawn is not None and (gpus is drawn[0] or tuple(gpus) == drawn[0]):
+            pos = drawn[1]
+            if len(pos) == 1:
+                del ranked[pos[0]]
+            else:
+                for k in sorted(pos, reverse=True):     # later positions first: earlier ones stay put
+                    del ranked[k]
+        else:
+            gi = self.gi
+            for g in gpus:
+                i = gi[g]
+                k = bisect_left(ranked, i)
+                if k == len(ranked) or ranked[k] != i:
+                    raise ValueError("a GPU taken is not free")
+                del ranked[k]
         self.total = len(ranked)
 
     def give(self, gpus: Iterable[str]) -> None:
         ranked, gi = self.ranked, self.gi
+        self._drawn = None
         for g in gpus:
             i = gi[g]
             k = bisect_left(ranked, i)
@@ -353,6 +373,7 @@ class RankedFree:
 
     def reset(self) -> None:
         """Every GPU free again."""
+        self._drawn = None
         self.ranked = list(range(len(self.ids)))
         self.total = len(self.ids)
 

@@ -28,6 +28,7 @@ independent of the number of free GPUs. Both return the same GPUs in the same or
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter
 from typing import Mapping, Sequence
@@ -60,8 +61,8 @@ class Placement:
         """A fresh index (every GPU free) with what :meth:`place_indexed` queries."""
         return FreeIndex(self.inst.cluster)
 
-    def place_indexed(self, j: int, n: int, idx) -> list[str] | None:
-        """:meth:`place` on every free GPU of ``idx``."""
+    def place_indexed(self, j: int, n: int, idx) -> Sequence[str] | None:
+        """:meth:`place` on every free GPU of ``idx`` (the same GPUs in the same order; a list or a tuple)."""
         raise NotImplementedError
 
 
@@ -115,7 +116,7 @@ class Random(Placement):
         pool = [g for gl in free.values() for g in gl]
         if len(pool) < n:
             return None
-        return self.rng.sample(pool, n)
+        return [pool[k] for k in sample_positions(self.rng, len(pool), n)]
 
     def index(self):
         return RankedFree(self.inst.cluster)
@@ -123,9 +124,41 @@ class Random(Placement):
     def place_indexed(self, j, n, idx):
         if idx.total < n:
             return None
-        # random.sample draws the same positions from any population of this length
-        ids, ranked = idx.ids, idx.ranked
-        return [ids[ranked[k]] for k in self.rng.sample(range(idx.total), n)]
+        return idx.draw(sample_positions(self.rng, idx.total, n))
+
+
+def sample_positions(rng: random.Random, n: int, k: int) -> list[int]:
+    """``rng.sample(range(n), k)``: the same draws from the generator and the same result (CPython's
+    algorithm, written out). The call itself (its type checks and per-draw method calls) costs more
+    than the draws when a non-sticky round re-places every running job; written out, the draws are
+    also pinned to this algorithm whatever a later Python's ``sample`` does."""
+    if not 0 <= k <= n:
+        raise ValueError(f"cannot draw {k} of {n} positions")
+    bits = rng.getrandbits
+    setsize = 21        # CPython's choice between a pool list and a set of drawn positions
+    if k > 5:
+        setsize += 4 ** math.ceil(math.log(k * 3, 4))
+    out = [0] * k
+    if n <= setsize:
+        pool = list(range(n))
+        for i in range(k):
+            m = n - i
+            b = m.bit_length()
+            r = bits(b)
+            while r >= m:
+                r = bits(b)
+            out[i] = pool[r]
+            pool[r] = pool[m - 1]
+        return out
+    b = n.bit_length()
+    seen: set[int] = set()
+    for i in range(k):
+        r = bits(b)
+        while r >= n or r in seen:
+            r = bits(b)
+        seen.add(r)
+        out[i] = r
+    return out
 
 
 class Bins:

@@ -60,6 +60,8 @@ class Queue:
         self._work: list[float] | None = None
         self._keys: dict[int, tuple] = {}        # order_live: the kept keys, and the same sorted
         self._sorted = SortedList()
+        # order_live of a static queue over every active job: (jobs done, jobs arrived) when last built, the order
+        self._active: tuple[tuple[int, int], list[int]] | None = None
 
     # total work in GPU-seconds, lazily (FIFO never needs it)
     @property
@@ -82,7 +84,12 @@ class Queue:
     def order_live(self, sim, with_running: bool) -> list[int]:
         """``order(sim, waiting jobs [+ running jobs])``, keeping keys between calls. The caller calls it
         at every decision that starts or preempts jobs (so a job seen waiting twice has not run in
-        between)."""
+        between). The list returned is the caller's to read, not to change."""
+        if self.static and with_running:
+            # the active jobs are those arrived and not done; both only grow, so equal counts mean equal sets
+            stamp = (sim.done, len(sim.arrived))
+            if self._active is not None and self._active[0] == stamp:
+                return self._active[1]
         waiting, running = sim.waiting, sim.engine.running
         kept, srt = self._keys, self._sorted
         live = waiting.keys() | running.keys() if self.static and with_running else waiting.keys()
@@ -92,7 +99,10 @@ class Queue:
             k = kept[j] = self.key(sim, j)
             srt.add(k)
         if self.static or not with_running:
-            return [k[-1] for k in srt]
+            order = [k[-1] for k in srt]
+            if self.static and with_running:
+                self._active = (stamp, order)
+            return order
         keys = list(srt)
         keys.extend([self.key(sim, j) for j in running])
         keys.sort()          # one sorted run and a short tail: linear

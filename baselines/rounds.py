@@ -87,9 +87,12 @@ class RoundPolicy(Mechanism):
             if got is None:
                 return []        # the last round's placements, which the engine holds
             placed_list, k, old_tail = got
-            # only jobs placed after the first change can move or stop; in the engine's order
-            seq = self._seq
-            movable = sorted((j for j, _ in old_tail if j in running), key=seq.__getitem__)
+            # only jobs placed after the first change can move or stop; in the engine's order, which is the
+            # order they started in: with k == 0, every running job (each was placed by the last walk)
+            if k == 0:
+                movable = list(running)
+            else:
+                movable = sorted((j for j, _ in old_tail if j in running), key=self._seq.__getitem__)
         fresh = placed_list[k:]
         placed = dict(fresh)
         actions: list[Action] = []
@@ -97,8 +100,7 @@ class RoundPolicy(Mechanism):
         for j in movable:
             r = running[j]
             a = placed.get(j)
-            if a is not None and (a.gpus == r.alloc.gpus or sorted(a.gpus) == sorted(r.alloc.gpus)) \
-                    and a.ps_nodes == r.alloc.ps_nodes:
+            if a is not None and _same_gpus(a.gpus, r.alloc.gpus) and a.ps_nodes == r.alloc.ps_nodes:
                 continue   # same GPUs: keeps running
             actions.append(Preempt(j))
             if a is not None:
@@ -162,6 +164,13 @@ class RoundPolicy(Mechanism):
             starts.append(Start(j, alloc))
         self.commit(preempt, ((s.job, s.alloc) for s in starts))
         return [Preempt(v) for v in preempt] + starts
+
+
+def _same_gpus(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """Whether two allocations' GPU tuples (each without repeats) hold the same GPUs, in any order."""
+    if a == b:
+        return True
+    return len(a) == len(b) and a[0] in b and sorted(a) == sorted(b)
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:

@@ -34,13 +34,12 @@ cannot fail. Otherwise (levels, servers, shares such as 10 CPUs / 3 GPUs whose s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 
 from .engine import EPS, earliest_start, time_tol, uses_every_type
-from .model import Instance, Node, Segment
+from .model import Instance, Segment
+from .resources import exact_fair_shares
 from .speed import BaseTimes, SpeedError
-
-#: fair shares that are multiples of this are summed exactly (any float sum of them below 2**43 is exact)
-EXACT_STEP = 1 / 1024
 
 
 @dataclass(frozen=True)
@@ -52,16 +51,11 @@ class Progress:
     gpu_seconds: list[float]
 
 
-def _exact_fair_shares(nd: Node) -> bool:
-    return all((share / EXACT_STEP).is_integer() and share * len(nd.gpus) <= total
-               for total, share in ((nd.cpus, nd.fair_cpus), (nd.mem_gb, nd.fair_mem_gb)))
-
-
 def applies(inst: Instance) -> bool:
     """Whether the closed form can replay schedules of ``inst`` at all (its segments may still send one to the
     engine)."""
     cl = inst.cluster
-    return not (cl.has_interference or cl.has_switch_interference) and all(map(_exact_fair_shares, cl.nodes))
+    return not (cl.has_interference or cl.has_switch_interference) and all(map(exact_fair_shares, cl.nodes))
 
 
 def closed_form(inst: Instance, per_job: list[list[Segment]], resumed: frozenset[int] = frozenset()) -> Progress | None:
@@ -103,7 +97,7 @@ def closed_form(inst: Instance, per_job: list[list[Segment]], resumed: frozenset
             else:
                 if len(set(gpus)) != len(gpus):
                     return None
-                nodes = len({gpu_node[g] for g in gpus})
+                nodes = len(set(map(gpu_node.__getitem__, gpus)))
             if not any_type and not all(job.can_use(gpu_type[g]) for g in gpus):
                 return None
             try:
@@ -114,8 +108,9 @@ def closed_form(inst: Instance, per_job: list[list[Segment]], resumed: frozenset
             begin = max(t, t + restart)
             tc = begin + max(0.0, iterations - progress) * base
             e = s.end
-            if e is None or tc <= e + time_tol(e):    # the predicted completion comes first
-                if k != last or (e is not None and tc < e - time_tol(e)):
+            tol = 0.0 if e is None else time_tol(e)
+            if e is None or tc <= e + tol:    # the predicted completion comes first
+                if k != last or (e is not None and tc < e - tol):
                     return None
                 done = release = tc
                 by_completion = True
@@ -139,16 +134,18 @@ def closed_form(inst: Instance, per_job: list[list[Segment]], resumed: frozenset
 
 
 def _gpus_held_once(held: list[tuple[float, float, bool, tuple[str, ...]]]) -> bool:
-    """Whether, segment by segment in start order, each GPU is free when the segment starts: released by a stop
+    """Whether, segment by segment in start order (``held`` is sorted so), each GPU is free when the segment starts: released by a stop
     at or before the start, or by a completion within the engine's tolerance of it; two segments starting on
     one GPU at the same time are left to the engine (its event order decides)."""
-    busy: dict[str, tuple[float, float, bool]] = {}
-    for t, release, by_completion, gpus in sorted(held, key=lambda h: h[0]):
-        for g in gpus:
+    busy: dict[str, tuple[float, float, bool, tuple[str, ...]]] = {}     # GPU -> its last segment so far
+    held.sort(key=itemgetter(0))
+    for h in held:
+        t = h[0]
+        for g in h[3]:
             prev = busy.get(g)
             if prev is not None:
-                s0, r0, c0 = prev
+                s0, r0, c0, _ = prev
                 if s0 == t or (r0 > t and not (c0 and r0 <= t + time_tol(t))):
                     return False
-            busy[g] = (t, release, by_completion)
+            busy[g] = h
     return True

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .errors import InvalidSchedule
 from .model import Allocation, Instance, Job
-from .resources import demand_on, fair_shares
+from .resources import demand_on, exact_fair_shares, fair_shares
 from .speed import BaseTimes, SpeedError, alloc_switches, switch_factor
 
 EPS = 1e-9
@@ -47,8 +47,8 @@ class _Run:
     restart_until: float
     last: float          # progress integrated up to here
     held_since: float
-    cpu: dict[str, float]  # CPUs and GB held per node (given back on release)
-    mem: dict[str, float]
+    # (node, CPUs, GB) held on every node it touches, given back on release; None while nodes are not accounted
+    held: list[tuple[str, float, float]] | None
     version: int = 0
 
 
@@ -68,9 +68,9 @@ class Engine:
         self.gpu_owner: dict[str, int] = {}
         self.free: dict[str, set[str]] = {nd.name: {g.id for g in nd.gpus} for nd in self.cluster.nodes}
         self.free_total = len(self.cluster.gpus)
-        self.cpu_used = {nd.name: 0.0 for nd in self.cluster.nodes}
-        self.mem_used = {nd.name: 0.0 for nd in self.cluster.nodes}
-        self.node_jobs: dict[str, set[int]] = {nd.name: set() for nd in self.cluster.nodes}
+        self._cpu_used = {nd.name: 0.0 for nd in self.cluster.nodes}
+        self._mem_used = {nd.name: 0.0 for nd in self.cluster.nodes}
+        self._node_jobs: dict[str, set[int]] = {nd.name: set() for nd in self.cluster.nodes}
         self.switch_jobs: dict[tuple[str, int], set[int]] = {}
         self._heap: list[tuple[float, int, int]] = []
         self._stamp = 0  # versions of completion predictions, unique across runs
@@ -84,11 +84,58 @@ class Engine:
         self._any_type = [uses_every_type(job, types) for job in inst.jobs]
         self._switched = any(g.switch is not None for g in cl.gpus)
         self._fair = fair_shares(cl)
+        self._fair_held = {n: [(n, c, m) for c, m in rows] for n, rows in self._fair.items()}   # as _Run.held has them
+        # while every start is at the fair share without servers, on nodes whose shares add exactly, a node's
+        # CPUs and GB in use are its share times its busy GPUs: no capacity check can fail (closed_form's
+        # argument), so starts skip it; the first other start turns this off for good
+        self._fair_only = all(map(exact_fair_shares, cl.nodes))
+        # and then nothing needs the nodes' CPUs, GB and jobs but a reader (interference reads the jobs): they are
+        # accounted from the first read on (see _account_nodes), not at every start and stop
+        self._accounted = self._interfere or not self._fair_only
         self._earliest = [earliest_start(job) for job in inst.jobs]
         self._static = inst.problem == "static"
         self._cap = {nd.name: (nd.cpus + EPS * max(1.0, nd.cpus), nd.mem_gb + EPS * max(1.0, nd.mem_gb))
                      for nd in cl.nodes}
         self.now = 0.0
+
+    @property
+    def cpu_used(self) -> dict[str, float]:
+        """node -> CPUs held there now (SPEC §4)."""
+        self._account_nodes()
+        return self._cpu_used
+
+    @property
+    def mem_used(self) -> dict[str, float]:
+        """node -> GB of memory held there now."""
+        self._account_nodes()
+        return self._mem_used
+
+    @property
+    def node_jobs(self) -> dict[str, set[int]]:
+        """node -> the running jobs holding GPUs or a parameter server there (each set in no particular order)."""
+        self._account_nodes()
+        return self._node_jobs
+
+    def _account_nodes(self) -> None:
+        """Start accounting the nodes' CPUs, GB and jobs, from the running jobs, if it is not on yet. It is off
+        only while every start has been at the fair share without servers on nodes whose shares add exactly:
+        then each amount is its share times the node's busy GPUs whatever the order of the starts and stops,
+        so the sums built here equal those the starts and stops would have kept, bit for bit."""
+        if self._accounted:
+            return
+        self._accounted = True
+        cpu_used, mem_used, node_jobs, gpu_node, fair_held = (
+            self._cpu_used, self._mem_used, self._node_jobs, self._gpu_node, self._fair_held)
+        for j, r in self.running.items():
+            per: dict[str, int] = {}
+            for g in r.alloc.gpus:
+                n = gpu_node[g]
+                per[n] = per.get(n, 0) + 1
+            r.held = [fair_held[n][k] for n, k in per.items()]
+            for n, c, m in r.held:
+                cpu_used[n] += c
+                mem_used[n] += m
+                node_jobs[n].add(j)
 
     def shared(self) -> tuple:
         """The engine's constants and memos: pure, so a copy of the engine (a forked episode) may share them."""
@@ -152,23 +199,30 @@ class Engine:
         if self._static and t != 0:
             raise InvalidSchedule(f"job {job.name} starts at {t:g}; static schedules start every job at 0")
         gpus = alloc.gpus
-        gs = set(gpus)
-        if len(gs) != len(gpus):
+        ng = len(gpus)
+        if ng > 1 and len(set(gpus)) != ng:
             raise InvalidSchedule(f"job {job.name}: a GPU appears twice in its segment")
-        if len(gpus) not in job.sizes:
-            raise InvalidSchedule(f"job {job.name} gets {len(gpus)} GPUs; allowed sizes are {list(job.sizes)}")
+        if ng not in job.sizes:
+            raise InvalidSchedule(f"job {job.name} gets {ng} GPUs; allowed sizes are {list(job.sizes)}")
         gpu_node, owners = self._gpu_node, self.gpu_owner
-        if not (self._any_type[j] and gpu_node.keys() >= gs and owners.keys().isdisjoint(gs)):
+        if not (self._any_type[j] and owners.keys().isdisjoint(gpus)):
             self._check_gpus(j, gpus, t)      # raises, naming the first GPU at fault
-        # node -> GPUs of the allocation there, in first-named order
-        if len(gpus) == 1:
-            per = {gpu_node[gpus[0]]: 1}
-        else:
-            per = {}
-            for g in gpus:
-                n = gpu_node[g]
-                per[n] = per.get(n, 0) + 1
         ps_nodes = alloc.ps_nodes
+        # the fair share (every start of a queue policy), and the nodes not accounted: only their number is needed
+        fair = not ps_nodes and alloc.cpus_per_gpu is None and alloc.mem_gb_per_gpu is None
+        per: dict[str, int] = {}          # node -> GPUs of the allocation there, in first-named order
+        try:
+            if fair and not self._accounted:
+                nodes = frozenset(map(gpu_node.__getitem__, gpus))
+            elif ng == 1:
+                per[gpu_node[gpus[0]]] = 1
+            else:
+                for g in gpus:
+                    n = gpu_node[g]
+                    per[n] = per.get(n, 0) + 1
+        except KeyError:
+            self._check_gpus(j, gpus, t)      # a GPU that does not exist: raises, naming the first at fault
+            raise
         if ps_nodes:
             for n in ps_nodes:
                 if n not in self.cluster.node:
@@ -176,31 +230,42 @@ class Engine:
             if job.ps is None:
                 raise InvalidSchedule(f"job {job.name} has parameter servers but no `ps` configuration")
             nodes = frozenset(per) | frozenset(ps_nodes)
-        else:
+        elif per:
             nodes = frozenset(per)
         try:
             base = self._base.get(j, alloc, len(nodes))
         except SpeedError as e:
             raise InvalidSchedule(str(e)) from None
-        cpu, mem = demand_on(job, alloc, per, self.cluster, self._fair)
-        cpu_used, mem_used, cap = self.cpu_used, self.mem_used, self._cap
-        for n, c in cpu.items():
-            cap_cpu, cap_mem = cap[n]
-            if cpu_used[n] + c > cap_cpu:
-                raise InvalidSchedule(
-                    f"node {n} needs {cpu_used[n] + c:g} CPUs at time {t:g} (capacity {self.cluster.node[n].cpus:g})")
-            m = mem.get(n, 0.0)
-            if mem_used[n] + m > cap_mem:
-                raise InvalidSchedule(
-                    f"node {n} needs {mem_used[n] + m:g} GB at time {t:g} (capacity {self.cluster.node[n].mem_gb:g})")
+        if fair:
+            if self._accounted:           # demand_on's table values, looked up here
+                fair_held = self._fair_held
+                held = [fair_held[n][k] for n, k in per.items()]
+            else:
+                held = None
+        else:
+            self._account_nodes()         # before the first start that may not be exact
+            self._fair_only = False
+            cpu, mem = demand_on(job, alloc, per, self.cluster, self._fair)
+            held = [(n, c, mem.get(n, 0.0)) for n, c in cpu.items()]
+        cpu_used, mem_used, cap = self._cpu_used, self._mem_used, self._cap
+        if not self._fair_only:
+            for n, c, m in held:
+                cap_cpu, cap_mem = cap[n]
+                if cpu_used[n] + c > cap_cpu:
+                    raise InvalidSchedule(f"node {n} needs {cpu_used[n] + c:g} CPUs at time {t:g} "
+                                          f"(capacity {self.cluster.node[n].cpus:g})")
+                if mem_used[n] + m > cap_mem:
+                    raise InvalidSchedule(f"node {n} needs {mem_used[n] + m:g} GB at time {t:g} "
+                                          f"(capacity {self.cluster.node[n].mem_gb:g})")
         # commit
         if t > self.now:
             self.now = t
-        node_jobs = self.node_jobs
-        for n, c in cpu.items():       # cpu names every node the job touches (GPUs' and servers')
-            cpu_used[n] += c
-            mem_used[n] += mem.get(n, 0.0)
-            node_jobs[n].add(j)
+        if held is not None:
+            node_jobs = self._node_jobs
+            for n, c, m in held:       # every node the job touches (GPUs' and servers')
+                cpu_used[n] += c
+                mem_used[n] += m
+                node_jobs[n].add(j)
         free = self.free
         for g in gpus:
             owners[g] = j
@@ -211,7 +276,7 @@ class Engine:
         if self.first_start[j] is None:
             self.first_start[j] = t
         switches = alloc_switches(alloc, self.cluster) if self._switched else frozenset()
-        run = _Run(alloc, nodes, switches, base, 1.0, t + restart, t, t, cpu, mem)
+        run = _Run(alloc, nodes, switches, base, 1.0, t + restart, t, t, held)
         self.running[j] = run
         for s in switches:
             self.switch_jobs.setdefault(s, set()).add(j)
@@ -277,7 +342,7 @@ class Engine:
     def _neighbours(self, j: int, nodes: frozenset[str]) -> set[int]:
         out: set[int] = set()
         for n in nodes:
-            out |= self.node_jobs[n]
+            out |= self._node_jobs[n]
         out.discard(j)
         return out
 
@@ -320,11 +385,12 @@ class Engine:
             del owners[g]
             free[gpu_node[g]].add(g)
         self.free_total += len(gpus)
-        cpu_used, mem_used, mem, node_jobs = self.cpu_used, self.mem_used, r.mem, self.node_jobs
-        for n, c in r.cpu.items():     # every node the job touches
-            cpu_used[n] -= c
-            mem_used[n] -= mem.get(n, 0.0)
-            node_jobs[n].discard(j)
+        if r.held is not None:
+            cpu_used, mem_used, node_jobs = self._cpu_used, self._mem_used, self._node_jobs
+            for n, c, m in r.held:     # every node the job touches
+                cpu_used[n] -= c
+                mem_used[n] -= m
+                node_jobs[n].discard(j)
         for s in r.switches:
             self.switch_jobs[s].discard(j)
         if self._interfere:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from itertools import chain
 
 from .closed_form import Progress, closed_form
 from .engine import Engine, time_tol
@@ -35,8 +36,9 @@ def check_references(inst: Instance, sched: Schedule, source: str = "<schedule>"
         raise InputError(source, "instance", f"schedule is for instance {sched.instance!r}, not {inst.name!r}")
     gpu, node = inst.cluster.gpu, inst.cluster.node
     segs = sched.segments
-    if (inst.job.keys() >= {s.job for s in segs} and gpu.keys() >= {g for s in segs for g in s.alloc.gpus}
-            and node.keys() >= {n for s in segs for n in s.alloc.ps_nodes}):
+    allocs = [s.alloc for s in segs]
+    if (inst.job.keys() >= {s.job for s in segs} and gpu.keys() >= set(chain.from_iterable(a.gpus for a in allocs))
+            and node.keys() >= set(chain.from_iterable(a.ps_nodes for a in allocs))):
         return
     for i, s in enumerate(segs):       # name the first reference at fault
         if s.job not in inst.job:

@@ -10,7 +10,7 @@ import itertools
 import time
 from typing import Mapping, Sequence
 
-from .model import Allocation, Cluster, Job
+from .model import Allocation, Cluster, Job, Node
 from .speed import ps_counts
 
 #: parameter-server placements tried per GPU set at most (see :func:`ps_placements`)
@@ -33,6 +33,17 @@ def _added(x: float, k: int) -> float:
     for _ in range(k):
         s += x
     return s
+
+
+#: fair shares that are multiples of this are summed exactly (any float sum of them below 2**43 is exact)
+EXACT_STEP = 1 / 1024
+
+
+def exact_fair_shares(node: Node) -> bool:
+    """Whether every sum of ``node``'s fair shares (CPUs and GB) is exact in binary and all its GPUs' shares
+    fit its capacity: then GPUs at the fair share, each held by one job, can never overfill the node."""
+    return all((share / EXACT_STEP).is_integer() and share * len(node.gpus) <= total
+               for total, share in ((node.cpus, node.fair_cpus), (node.mem_gb, node.fair_mem_gb)))
 
 
 def fair_shares(cluster: Cluster) -> dict[str, list[tuple[float, float]]]:

@@ -2,7 +2,8 @@
 
 Law: for any cluster shape, slowdown values, sequence of takes and gives, job size and class,
 ``place_indexed(j, n, index)`` == ``place(j, n, index.as_map())`` (same GPUs, same order), for
-Packed, Random (same seed), PM-First (both locality rules) and PAL (several λ).
+Packed, Random (same seed), PM-First (both locality rules) and PAL (several λ). Random's draws are
+``random.Random.sample``'s, written out (:func:`baselines.placement.sample_positions`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from baselines.freeindex import FreeIndex, RankedFree
-from baselines.placement import PAL, Packed, PMFirst, Random
+from baselines.placement import PAL, Packed, PMFirst, Random, sample_positions
 from jctlab.model import Instance
 
 CLASSES = ("A", "B", None)
@@ -80,7 +81,7 @@ def test_random_placement_draws_the_same_gpus(node_sizes, seed):
         n = rng.randint(1, len(inst.cluster.gpus))
         want = scan.place(0, n, idx.as_map())
         got = indexed.place_indexed(0, n, idx)
-        assert got == want
+        assert (None if got is None else list(got)) == want
         if got and rng.random() < 0.5:
             idx.take(got)
         elif idx.total < len(inst.cluster.gpus):
@@ -100,3 +101,34 @@ def test_index_refuses_double_take_and_double_give(kind):
     assert idx.total == 4 and idx.as_map() == {"n0": ["n0:0", "n0:1"], "n1": ["n1:0", "n1:1"]}
     if kind is FreeIndex:
         assert idx.by_count[2] == 0b11
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(0, 5000), k=st.integers(0, 80), seed=st.integers(0, 2**32 - 1))
+def test_sample_positions_draws_what_random_sample_draws(n, k, seed):
+    """Both of CPython's ways (a pool list for small populations, a set of drawn positions for large ones), and
+    the generator left in the same state."""
+    k = min(k, n)
+    ours, theirs = random.Random(seed), random.Random(seed)
+    assert sample_positions(ours, n, k) == theirs.sample(range(n), k)
+    assert ours.random() == theirs.random()
+
+
+def test_a_take_after_a_draw_removes_exactly_the_drawn_gpus():
+    """The last draw is taken by position when the take names its GPUs (the same tuple or an equal one); any other
+    take, or one after a give, searches as usual."""
+    inst = instance([4, 4, 4], [1.0], random.Random(0), 1.0)
+    every = [g.id for g in inst.cluster.gpus]
+    idx = RankedFree(inst.cluster)
+    drawn = idx.draw([5, 0, 11])
+    idx.take(tuple(drawn))                                 # equal, not the same object
+    assert [g for gl in idx.as_map().values() for g in gl] == [g for g in every if g not in drawn]
+    other = idx.draw([0])
+    idx.take([every[7]])                                   # not the drawn GPU: searched, the draw forgotten
+    free = {g for gl in idx.as_map().values() for g in gl}
+    assert other[0] != every[7] and other[0] in free and every[7] not in free and idx.total == 8
+    drawn = idx.draw([1, 2])
+    idx.give([every[0]])                                   # a give between: positions moved, the draw forgotten
+    idx.take(drawn)
+    left = {g for gl in idx.as_map().values() for g in gl}
+    assert left.isdisjoint(drawn) and every[0] in left and idx.total == 7

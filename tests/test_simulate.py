@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from jctlab.generators import offline_instance
@@ -138,3 +140,29 @@ def test_progress_reports_jobs_done_in_order_up_to_every_job():
     assert rep.valid
     assert seen == sorted(seen) and seen[-1] == len(inst.jobs)
     assert len(set(seen)) > 2          # it moves while the run goes, not only at the end
+
+
+def test_a_run_defers_full_collections_and_restores_the_collector():
+    """Full collections are held off while a run lasts (young ones go on), and the thresholds come back after it,
+    whether it ends normally or with an error."""
+    before = gc.get_threshold()
+    inst = offline_instance(gpus=8, nodes=2, jobs=6, seed=1, problem="preemptive")
+    seen = []
+    inner = fifo_firstfit(inst)
+
+    class Watching:
+        def decide(self, sim):
+            seen.append(gc.get_threshold())
+            return inner.decide(sim)
+
+    simulate(inst, Watching())
+    assert gc.get_threshold() == before
+    assert seen and all(t[:2] == before[:2] and t[2] > 10**6 for t in seen)
+
+    class Failing:
+        def decide(self, sim):
+            raise RuntimeError("policy bug")
+
+    with pytest.raises(RuntimeError):
+        simulate(inst, Failing())
+    assert gc.get_threshold() == before

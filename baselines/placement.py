@@ -151,6 +151,11 @@ def sample_positions(rng: random.Random, n: int, k: int) -> list[int]:
             pool[r] = pool[m - 1]
         return out
     b = n.bit_length()
+    if k == 1:                # one draw: nothing to tell it apart from
+        r = bits(b)
+        while r >= n:
+            r = bits(b)
+        return [r]
     seen: set[int] = set()
     for i in range(k):
         r = bits(b)

@@ -60,8 +60,10 @@ class Queue:
         self._work: list[float] | None = None
         self._keys: dict[int, tuple] = {}        # order_live: the kept keys, and the same sorted
         self._sorted = SortedList()
-        # order_live of a static queue over every active job: (jobs done, jobs arrived) when last built, the order
-        self._active: tuple[tuple[int, int], list[int]] | None = None
+        # order_live of a static queue over every active job: how many of sim.arrived and sim.completed its keys
+        # hold, and the order they give
+        self._seen = (0, 0)
+        self._active: list[int] = []
 
     # total work in GPU-seconds, lazily (FIFO never needs it)
     @property
@@ -86,27 +88,38 @@ class Queue:
         at every decision that starts or preempts jobs (so a job seen waiting twice has not run in
         between). The list returned is the caller's to read, not to change."""
         if self.static and with_running:
-            # the active jobs are those arrived and not done; both only grow, so equal counts mean equal sets
-            stamp = (sim.done, len(sim.arrived))
-            if self._active is not None and self._active[0] == stamp:
-                return self._active[1]
+            return self._active_order(sim)
         waiting, running = sim.waiting, sim.engine.running
         kept, srt = self._keys, self._sorted
-        live = waiting.keys() | running.keys() if self.static and with_running else waiting.keys()
+        live = waiting.keys()
         for j in kept.keys() - live:
             srt.remove(kept.pop(j))
         for j in live - kept.keys():
             k = kept[j] = self.key(sim, j)
             srt.add(k)
         if self.static or not with_running:
-            order = [k[-1] for k in srt]
-            if self.static and with_running:
-                self._active = (stamp, order)
-            return order
+            return [k[-1] for k in srt]
         keys = list(srt)
         keys.extend([self.key(sim, j) for j in running])
         keys.sort()          # one sorted run and a short tail: linear
         return [k[-1] for k in keys]
+
+    def _active_order(self, sim) -> list[int]:
+        """The active jobs (arrived, not completed) in the order of a static queue: the keys follow the arrivals
+        and completions since the last call, and the order is rebuilt only when there were some."""
+        arrived, completed = sim.arrived, sim.completed
+        a0, c0 = self._seen
+        if a0 == len(arrived) and c0 == len(completed):
+            return self._active
+        kept, srt = self._keys, self._sorted
+        for j in arrived[a0:]:
+            k = kept[j] = self.key(sim, j)
+            srt.add(k)
+        for j in completed[c0:]:
+            srt.remove(kept.pop(j))
+        self._seen = (len(arrived), len(completed))
+        self._active = [k[-1] for k in srt]
+        return self._active
 
 
 class Fifo(Queue):

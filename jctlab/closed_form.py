@@ -15,10 +15,10 @@ replay slower, not change a verdict, as long as "not None" implies "the engine a
 numbers are equal, the engine's operations in the same order for each job:
 
 * the engine starts a segment at ``t`` with ``last = t``, ``restart_until = t + restart`` and factor 1.0, so its
-  work begins at ``begin = max(t, t + restart)``; it predicts the completion ``begin + left · base · 1.0`` with
-  ``left = max(0, iterations − progress)``, and a stop at ``e`` adds ``(e − begin) / (base · 1.0)`` when
-  ``e > begin``, then completes the job there if its progress reaches ``iterations · (1 − EPS)``; ``x · 1.0`` is
-  ``x`` exactly, so the closed form drops the factor;
+  work begins at ``begin = max(t, t + restart)``, which is ``t + restart`` (restarts are never negative); it
+  predicts the completion ``begin + left · base · 1.0`` with ``left = max(0, iterations − progress)``, and a
+  stop at ``e`` adds ``(e − begin) / (base · 1.0)`` when ``e > begin``, then completes the job there if its
+  progress reaches ``iterations · (1 − EPS)``; ``x · 1.0`` is ``x`` exactly, so the closed form drops the factor;
 * the engine pops a predicted completion ``tc`` before any event whose time ``t'`` has ``tc ≤ t' + tol(t')``: so
   before the segment's own stop at ``e`` iff ``tc ≤ e + tol(e)``, where replay requires the segment to be the
   job's last and ``tc ≥ e − tol(e)``; and a GPU it held is free for a start at ``s`` iff ``tc ≤ s + tol(s)``
@@ -55,7 +55,8 @@ def applies(inst: Instance) -> bool:
     """Whether the closed form can replay schedules of ``inst`` at all (its segments may still send one to the
     engine)."""
     cl = inst.cluster
-    return not (cl.has_interference or cl.has_switch_interference) and all(map(exact_fair_shares, cl.nodes))
+    return (not (cl.has_interference or cl.has_switch_interference) and cl.restart_s >= 0
+            and all(map(exact_fair_shares, cl.nodes)))
 
 
 def closed_form(inst: Instance, per_job: list[list[Segment]], resumed: frozenset[int] = frozenset()) -> Progress | None:
@@ -78,6 +79,7 @@ def closed_form(inst: Instance, per_job: list[list[Segment]], resumed: frozenset
     for j, segs in enumerate(per_job):
         job = inst.jobs[j]
         iterations, sizes = job.iterations, job.sizes
+        finish_at = iterations * (1 - EPS)                     # the engine's test of a stop that completes
         earliest = earliest_start(job)
         any_type = uses_every_type(job, types)
         resumes = j in resumed
@@ -104,8 +106,7 @@ def closed_form(inst: Instance, per_job: list[list[Segment]], resumed: frozenset
                 base = base_of(j, a, nodes)
             except SpeedError:
                 return None
-            restart = restart_s if (k or resumes) else 0.0
-            begin = max(t, t + restart)
+            begin = t + restart_s if (k or resumes) else t     # max(t, t + restart): restart_s >= 0 (applies)
             tc = begin + max(0.0, iterations - progress) * base
             e = s.end
             tol = 0.0 if e is None else time_tol(e)
@@ -118,11 +119,11 @@ def closed_form(inst: Instance, per_job: list[list[Segment]], resumed: frozenset
                 if e > begin:
                     progress += (e - begin) / base
                 release, by_completion = e, False
-                if progress >= iterations * (1 - EPS):
+                if progress >= finish_at:
                     if k != last:
                         return None
                     done = e
-            gpu_seconds[j] += max(0.0, release - t) * len(gpus)
+            gpu_seconds[j] += (release - t) * len(gpus)          # max(0, ·) of the engine: release >= t here
             held.append((t, release, by_completion, gpus))
             prev_end = e
         if done is None:

@@ -66,7 +66,10 @@ class Engine:
         self.gpu_seconds = [0.0] * n            # GPU-time held (attained service, LAS)
         self.running: dict[int, _Run] = {}
         self.gpu_owner: dict[str, int] = {}
-        self.free: dict[str, set[str]] = {nd.name: {g.id for g in nd.gpus} for nd in self.cluster.nodes}
+        # node -> its free GPUs, and GPU -> its node's set there: kept from the first read of ``free`` on (a policy
+        # that keeps its own index never reads it), so starts and stops update them only then
+        self._free: dict[str, set[str]] | None = None
+        self._free_of: dict[str, set[str]] = {}
         self.free_total = len(self.cluster.gpus)
         self._cpu_used = {nd.name: 0.0 for nd in self.cluster.nodes}
         self._mem_used = {nd.name: 0.0 for nd in self.cluster.nodes}
@@ -97,6 +100,15 @@ class Engine:
         self._cap = {nd.name: (nd.cpus + EPS * max(1.0, nd.cpus), nd.mem_gb + EPS * max(1.0, nd.mem_gb))
                      for nd in cl.nodes}
         self.now = 0.0
+
+    @property
+    def free(self) -> dict[str, set[str]]:
+        """node -> its free GPUs (every node, in cluster order; each set in no particular order)."""
+        if self._free is None:
+            owners = self.gpu_owner
+            self._free = {nd.name: {g.id for g in nd.gpus if g.id not in owners} for nd in self.cluster.nodes}
+            self._free_of = {g.id: self._free[g.node] for g in self.cluster.gpus}
+        return self._free
 
     @property
     def cpu_used(self) -> dict[str, float]:
@@ -139,7 +151,8 @@ class Engine:
 
     def shared(self) -> tuple:
         """The engine's constants and memos: pure, so a copy of the engine (a forked episode) may share them."""
-        return self._base, self._gpu_node, self._gpu_type, self._any_type, self._cap, self._fair, self._earliest
+        return (self._base, self._gpu_node, self._gpu_type, self._any_type, self._cap, self._fair, self._fair_held,
+                self._earliest)
 
     # ------------------------------------------------------------------ queries
     def remaining(self, j: int, t: float | None = None) -> float:
@@ -266,10 +279,12 @@ class Engine:
                 cpu_used[n] += c
                 mem_used[n] += m
                 node_jobs[n].add(j)
-        free = self.free
         for g in gpus:
             owners[g] = j
-            free[gpu_node[g]].discard(g)
+        if self._free is not None:
+            free_of = self._free_of
+            for g in gpus:
+                free_of[g].discard(g)
         self.free_total -= len(gpus)
         restart = self.cluster.restart_s if self.segments_started[j] > 0 else 0.0
         self.segments_started[j] += 1
@@ -380,10 +395,13 @@ class Engine:
         del self.running[j]
         gpus = r.alloc.gpus
         self.gpu_seconds[j] += max(0.0, t - r.held_since) * len(gpus)
-        owners, free, gpu_node = self.gpu_owner, self.free, self._gpu_node
+        owners = self.gpu_owner
         for g in gpus:
             del owners[g]
-            free[gpu_node[g]].add(g)
+        if self._free is not None:
+            free_of = self._free_of
+            for g in gpus:
+                free_of[g].add(g)
         self.free_total += len(gpus)
         if r.held is not None:
             cpu_used, mem_used, node_jobs = self._cpu_used, self._mem_used, self._node_jobs

@@ -198,7 +198,7 @@ class Instance:
 # --------------------------------------------------------------------------- schedule
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Allocation:
     """What a job holds while it runs: GPUs, PS nodes and a CPU/memory level (None = fair share)."""
 
@@ -208,7 +208,7 @@ class Allocation:
     mem_gb_per_gpu: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Segment:
     job: str
     start: float

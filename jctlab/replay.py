@@ -88,8 +88,9 @@ def segments_by_job(inst: Instance, sched: Schedule) -> list[list[Segment]]:
     """Each job's segments, in time order as the rules of a segment list require (else InvalidSchedule); the
     schedule's references must resolve (:func:`check_references`)."""
     per_job: list[list[Segment]] = [[] for _ in inst.jobs]
+    index = inst.index
     for s in sched.segments:
-        per_job[inst.index[s.job]].append(s)
+        per_job[index[s.job]].append(s)
     for j, segs in enumerate(per_job):
         name = inst.jobs[j].name
         if not segs:
@@ -99,13 +100,18 @@ def segments_by_job(inst: Instance, sched: Schedule) -> list[list[Segment]]:
                 raise InvalidSchedule(f"job {name} has {len(segs)} segments; {inst.problem} schedules have one per job")
             if segs[0].end is not None:
                 raise InvalidSchedule(f"job {name}: non-preemptive segments run to completion (end must be null)")
+        last = len(segs) - 1
+        prev_end = 0.0           # of segment k - 1, which has one (else it would have been refused as not the last)
         for k, s in enumerate(segs):
-            if s.end is None and k < len(segs) - 1:
-                raise InvalidSchedule(f"job {name}: segment {k} has no end but is not the job's last")
-            if s.end is not None and s.end <= s.start:
-                raise InvalidSchedule(f"job {name}: segment {k} ends at {s.end:g}, not after its start {s.start:g}")
-            if k and s.start < segs[k - 1].end - time_tol(s.start):  # type: ignore[operator]
+            start, end = s.start, s.end
+            if end is None:
+                if k < last:
+                    raise InvalidSchedule(f"job {name}: segment {k} has no end but is not the job's last")
+            elif end <= start:
+                raise InvalidSchedule(f"job {name}: segment {k} ends at {end:g}, not after its start {start:g}")
+            if k and start < prev_end - time_tol(start):
                 raise InvalidSchedule(f"job {name}: segment {k} starts before segment {k - 1} ends (segments in time order)")
+            prev_end = end   # type: ignore[assignment]
     return per_job
 
 

@@ -29,7 +29,7 @@ from .model import GPU, Allocation, Claimed, Instance, Job, Schedule, Segment
 from .replay import Replay, replay
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Start:
     """Start (or resume) job index ``job`` on ``alloc`` now."""
 
@@ -37,7 +37,7 @@ class Start:
     alloc: Allocation
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Preempt:
     """Stop running job index ``job`` now; it keeps its progress and returns to the queue."""
 
@@ -128,6 +128,7 @@ class Simulator:
         self.reasons: frozenset[str] = frozenset()
         self.waiting: dict[int, None] = {}    # arrived, not running, not done (insertion order)
         self.arrived: list[int] = []          # in arrival order
+        self.completed: list[int] = []        # in completion order
         self.done = 0
         self._open: dict[int, tuple[float, Allocation]] = {}
         self._names = [job.name for job in inst.jobs]
@@ -195,6 +196,7 @@ class Simulator:
         for j, tc in eng.pop_completions(t):
             self._close(j, None)
             self.done += 1
+            self.completed.append(j)
             reasons.add("completion")
         while self._ai < n and inst.jobs[self._order[self._ai]].arrival <= t:
             j = self._order[self._ai]
@@ -251,6 +253,7 @@ class Simulator:
                 if completion[j] is not None:
                     close(j, None)
                     self.done += 1
+                    self.completed.append(j)
                     finished.add(j)
                 else:
                     close(j, t)

@@ -34,6 +34,7 @@ cannot fail. Otherwise (levels, servers, shares such as 10 CPUs / 3 GPUs whose s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
 from operator import itemgetter
 
 from .engine import EPS, earliest_start, time_tol, uses_every_type
@@ -139,14 +140,14 @@ def _gpus_held_once(held: list[tuple[float, float, bool, tuple[str, ...]]]) -> b
     at or before the start, or by a completion within the engine's tolerance of it; two segments starting on
     one GPU at the same time are left to the engine (its event order decides)."""
     busy: dict[str, tuple[float, float, bool, tuple[str, ...]]] = {}     # GPU -> its last segment so far
+    last_of = busy.get
     held.sort(key=itemgetter(0))
     for h in held:
         t = h[0]
-        for g in h[3]:
-            prev = busy.get(g)
-            if prev is not None:
-                s0, r0, c0, _ = prev
-                if s0 == t or (r0 > t and not (c0 and r0 <= t + time_tol(t))):
-                    return False
-            busy[g] = h
+        for prev in map(last_of, h[3]):
+            # prev starts at or before t; it is in the way if it starts at t too, or is released after t other than
+            # by a completion within the tolerance
+            if prev is not None and (prev[0] == t or (prev[1] > t and not (prev[2] and prev[1] <= t + time_tol(t)))):
+                return False
+        busy.update(zip(h[3], repeat(h)))
     return True

@@ -96,6 +96,8 @@ class Engine:
         # accounted from the first read on (see _account_nodes), not at every start and stop
         self._accounted = self._interfere or not self._fair_only
         self._earliest = [earliest_start(job) for job in inst.jobs]
+        self._iterations = [job.iterations for job in inst.jobs]
+        self._finish_at = [job.iterations * (1 - EPS) for job in inst.jobs]   # a stop there completes the job
         self._static = inst.problem == "static"
         self._cap = {nd.name: (nd.cpus + EPS * max(1.0, nd.cpus), nd.mem_gb + EPS * max(1.0, nd.mem_gb))
                      for nd in cl.nodes}
@@ -152,7 +154,7 @@ class Engine:
     def shared(self) -> tuple:
         """The engine's constants and memos: pure, so a copy of the engine (a forked episode) may share them."""
         return (self._base, self._gpu_node, self._gpu_type, self._any_type, self._cap, self._fair, self._fair_held,
-                self._earliest)
+                self._earliest, self._iterations, self._finish_at)
 
     # ------------------------------------------------------------------ queries
     def remaining(self, j: int, t: float | None = None) -> float:
@@ -320,7 +322,7 @@ class Engine:
         if r is None:
             raise InvalidSchedule(f"job {self.inst.jobs[j].name} is stopped at {t:g} but is not running")
         self.progress[j] += self._gain(r, t)
-        if self.progress[j] >= self.inst.jobs[j].iterations * (1 - EPS):
+        if self.progress[j] >= self._finish_at[j]:
             # finishing exactly at the stop: count it as a completion
             self._finish(j, t)
             return
@@ -337,7 +339,7 @@ class Engine:
         r = self.running[j]
         self._stamp += 1
         r.version = self._stamp
-        left = max(0.0, self.inst.jobs[j].iterations - self.progress[j])
+        left = max(0.0, self._iterations[j] - self.progress[j])
         tc = max(r.last, r.restart_until) + left * r.base * r.factor
         heap = self._heap
         heapq.heappush(heap, (tc, r.version, j))

@@ -126,8 +126,8 @@ def _verdict(engine: Engine, act) -> str | None:
 def test_nodes_accounted_from_their_first_read_hold_what_every_start_and_stop_would(seed, read_at, exact):
     """Two engines take the same random starts (at the fair share, at a CPU/memory level, with a parameter server)
     and stops: one read at once, one first read at a random step. They give the same verdicts, and from the read
-    on hold the same CPUs and GB per node, bit for bit, and the same jobs; no node ever holds more than its capacity
-    (so the check that fair-share starts on exact nodes skip could not have failed)."""
+    on hold the same CPUs and GB per node, bit for bit, the same jobs and the same free GPUs; no node ever holds
+    more than its capacity (so the check that fair-share starts on exact nodes skip could not have failed)."""
     inst = offline_instance(gpus=24, nodes=5, jobs=12, seed=seed, cpu_mem=True, ps=True, problem="preemptive",
                             interarrival_s=60.0)
     if not exact:      # shares of 19 CPUs over 5 GPUs do not add exactly: accounted from the start
@@ -143,7 +143,7 @@ def test_nodes_accounted_from_their_first_read_hold_what_every_start_and_stop_wo
     t = 0.0
     for step in range(60):
         if step == read_at:
-            assert lazy.node_jobs is not None
+            assert lazy.node_jobs is not None and lazy.free is not None
         t += rng.choice([0.0, 7.0, 60.0])
         running = sorted(eager.running)
         if running and rng.random() < 0.4:
@@ -174,6 +174,7 @@ def test_nodes_accounted_from_their_first_read_hold_what_every_start_and_stop_wo
             assert eager.cpu_used[nd.name] <= nd.cpus * (1 + 1e-9) and eager.mem_used[nd.name] <= nd.mem_gb * (1 + 1e-9)
         if step >= read_at:
             assert lazy.cpu_used == eager.cpu_used and lazy.mem_used == eager.mem_used
-            assert lazy.node_jobs == eager.node_jobs
+            assert lazy.node_jobs == eager.node_jobs and lazy.free == eager.free
     assert lazy.cpu_used == eager.cpu_used and lazy.mem_used == eager.mem_used and lazy.node_jobs == eager.node_jobs
+    assert lazy.free == eager.free
     assert lazy.completion == eager.completion

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-import pulp
+
+from jctlab.lp import pulp
 
 TOL = 1e-7
 

@@ -148,3 +148,21 @@ def test_simulating_a_baseline_does_not_load_torch(tmp_path, policy):
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip().splitlines()[-1] == "False", p.stdout[-500:]
+
+
+def test_a_finished_verb_leaves_its_locals_to_be_freed(tmp_path):
+    """PuLP keeps the errors of the solvers it cannot load, tracebacks and so frames included: every frame on the
+    stack at its first import (``jctlab simulate`` resolving a policy family) stayed alive with its locals, the
+    schedule among them, until the process ended. ``jctlab.lp`` drops those tracebacks."""
+    inst = offline_instance(gpus=4, nodes=1, jobs=3, max_size=2, seed=5)
+    (tmp_path / "i.json").write_text(json.dumps(inst.to_dict()))
+    code = ("import gc, sys, types\nfrom jctlab.cli import main\nrc = main(sys.argv[1:])\n"
+            "from jctlab.model import Schedule\n"
+            "objs = gc.get_objects()\n"
+            "print(sum(isinstance(o, Schedule) for o in objs),"
+            " sorted({o.f_code.co_name for o in objs if isinstance(o, types.FrameType)} & {'cmd_simulate', 'main'}))\n"
+            "sys.exit(rc)")
+    p = subprocess.run([sys.executable, "-c", code, "simulate", str(tmp_path / "i.json"), "--policy", "fifo+pal"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().splitlines()[-1] == "0 []", p.stdout[-500:]

@@ -16,8 +16,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
-import pulp
-
+from jctlab.lp import pulp
 from jctlab.model import Instance, Schedule
 from jctlab.result import Result
 

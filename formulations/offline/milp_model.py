@@ -33,8 +33,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-import pulp
-
+from jctlab.lp import pulp
 from jctlab.model import Instance
 
 from ..cbc_log import cbc_log_bound

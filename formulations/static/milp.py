@@ -18,9 +18,9 @@ from typing import Sequence
 
 import highspy
 import numpy as np
-import pulp
 
 from jctlab.errors import InputError
+from jctlab.lp import pulp
 from jctlab.model import Instance, Schedule
 from jctlab.result import Result
 

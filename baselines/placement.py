@@ -151,19 +151,15 @@ def sample_positions(rng: random.Random, n: int, k: int) -> list[int]:
             pool[r] = pool[m - 1]
         return out
     b = n.bit_length()
-    if k == 1:                # one draw: nothing to tell it apart from
+    drawn: list[int] = []
+    seen: list[int] | set[int] = drawn if k <= 16 else set()     # a few are found faster in the list itself
+    while len(drawn) < k:
         r = bits(b)
-        while r >= n:
-            r = bits(b)
-        return [r]
-    seen: set[int] = set()
-    for i in range(k):
-        r = bits(b)
-        while r >= n or r in seen:
-            r = bits(b)
-        seen.add(r)
-        out[i] = r
-    return out
+        if r < n and r not in seen:
+            drawn.append(r)
+            if seen is not drawn:
+                seen.add(r)            # type: ignore[union-attr]
+    return drawn
 
 
 class Bins:

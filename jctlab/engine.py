@@ -20,6 +20,7 @@ from .resources import demand_on, exact_fair_shares, fair_shares
 from .speed import BaseTimes, SpeedError, alloc_switches, switch_factor
 
 EPS = 1e-9
+_NO_SWITCHES: frozenset[tuple[str, int]] = frozenset()
 
 
 def time_tol(t: float) -> float:
@@ -292,7 +293,7 @@ class Engine:
         self.segments_started[j] += 1
         if self.first_start[j] is None:
             self.first_start[j] = t
-        switches = alloc_switches(alloc, self.cluster) if self._switched else frozenset()
+        switches = alloc_switches(alloc, self.cluster) if self._switched else _NO_SWITCHES
         run = _Run(alloc, nodes, switches, base, 1.0, t + restart, t, t, held)
         self.running[j] = run
         for s in switches:
@@ -301,7 +302,7 @@ class Engine:
             run.factor = self._factor(j, run)
             for i in self._neighbours(j, nodes):   # sharing a switch implies sharing its node
                 self._refactor(i, t)
-        self._predict(j)
+        self._predict(j, run)
 
     def _check_gpus(self, j: int, gpus: tuple[str, ...], t: float) -> None:
         """Each GPU of a start exists, has a type job j may use and is free; else InvalidSchedule."""
@@ -335,8 +336,8 @@ class Engine:
             return 0.0
         return (t - begin) / (r.base * r.factor)
 
-    def _predict(self, j: int) -> None:
-        r = self.running[j]
+    def _predict(self, j: int, r: _Run) -> None:
+        """Push running job j's (run ``r``'s) completion as it stands now; earlier pushes of it become stale."""
         self._stamp += 1
         r.version = self._stamp
         left = max(0.0, self._iterations[j] - self.progress[j])
@@ -383,7 +384,7 @@ class Engine:
         self.progress[i] += self._gain(r, t)
         r.last = max(r.last, t)
         r.factor = f
-        self._predict(i)
+        self._predict(i, r)
 
     def _finish(self, j: int, t: float) -> None:
         r = self.running[j]

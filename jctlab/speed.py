@@ -196,6 +196,12 @@ class BaseTimes:
         self.qpi = cluster.qpi_factor != 1.0
         self._memo: dict[tuple, float] = {}
 
+    @property
+    def by_size_and_nodes(self) -> bool:
+        """Whether, for allocations at the fair share without servers, the time depends on the job, the number of
+        GPUs and the number of nodes only (one GPU profile, no socket factor): what a caller may memoise by."""
+        return self.uniform and not self.qpi
+
     def get(self, j: int, alloc: Allocation, nodes: int) -> float:
         """``base_iteration_time(jobs[j], alloc, cluster)``; ``nodes``: how many nodes ``alloc`` touches."""
         gpus = alloc.gpus

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .errors import InvalidSchedule
 from .model import Allocation, Instance, Job
-from .resources import demand_on, exact_fair_shares, fair_shares
+from .resources import count_per_node, demand_on, exact_fair_shares, fair_shares
 from .speed import BaseTimes, SpeedError, alloc_switches, switch_factor
 
 EPS = 1e-9
@@ -142,10 +142,7 @@ class Engine:
         cpu_used, mem_used, node_jobs, gpu_node, fair_held = (
             self._cpu_used, self._mem_used, self._node_jobs, self._gpu_node, self._fair_held)
         for j, r in self.running.items():
-            per: dict[str, int] = {}
-            for g in r.alloc.gpus:
-                n = gpu_node[g]
-                per[n] = per.get(n, 0) + 1
+            per = count_per_node(map(gpu_node.__getitem__, r.alloc.gpus))
             r.held = [fair_held[n][k] for n, k in per.items()]
             for n, c, m in r.held:
                 cpu_used[n] += c
@@ -230,12 +227,8 @@ class Engine:
         try:
             if fair and not self._accounted:
                 nodes = frozenset(map(gpu_node.__getitem__, gpus))
-            elif ng == 1:
-                per[gpu_node[gpus[0]]] = 1
             else:
-                for g in gpus:
-                    n = gpu_node[g]
-                    per[n] = per.get(n, 0) + 1
+                per = count_per_node(map(gpu_node.__getitem__, gpus))
         except KeyError:
             self._check_gpus(j, gpus, t)      # a GPU that does not exist: raises, naming the first at fault
             raise

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from .model import Allocation, Cluster, Job, Node
 from .speed import ps_counts
@@ -17,14 +17,18 @@ from .speed import ps_counts
 MAX_PS_PLACEMENTS = 512
 
 
+def count_per_node(nodes: Iterable[str]) -> dict[str, int]:
+    """node -> how many times ``nodes`` (an allocation's GPUs' nodes, in GPU order) names it, in first-named order."""
+    per: dict[str, int] = {}
+    for n in nodes:
+        per[n] = per.get(n, 0) + 1
+    return per
+
+
 def node_demand(job: Job, alloc: Allocation, cluster: Cluster) -> tuple[dict[str, float], dict[str, float]]:
     """(CPUs per node, GB per node) that ``job`` holds on ``alloc``."""
     gpu = cluster.gpu
-    per: dict[str, int] = {}
-    for g in alloc.gpus:
-        n = gpu[g].node
-        per[n] = per.get(n, 0) + 1
-    return demand_on(job, alloc, per, cluster)
+    return demand_on(job, alloc, count_per_node(gpu[g].node for g in alloc.gpus), cluster)
 
 
 def _added(x: float, k: int) -> float:

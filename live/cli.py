@@ -24,9 +24,14 @@ from .slurm import read_sinfo, read_squeue
 from .state import LiveState, Plan
 
 
+#: the last second a calendar date can show (9999-12-31 23:59:59 UTC); later predictions are printed in seconds
+LAST_DATE_S = 253402300799.0
+
+
 def fmt_time(t: float) -> str:
-    """Absolute times: ISO (UTC) on a UNIX clock, plain seconds on a hand-made one."""
-    if t > 1e9:
+    """Absolute times: ISO (UTC) on a UNIX clock, plain seconds on a hand-made one or past the calendar's end (a
+    prediction from an estimate of years of work)."""
+    if 1e9 < t <= LAST_DATE_S:
         return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     return f"{t:.0f}"
 

@@ -148,3 +148,18 @@ def test_qpi_factor_prices_a_job_across_sockets(tmp_path):
     path.write_text(path.read_text().replace("1.5", "0.5"))
     with pytest.raises(Exception, match="qpi_factor"):
         read_cluster(path)
+
+
+def test_a_prediction_past_the_calendar_is_printed_in_seconds(tmp_path, capsys):
+    """An estimate of thousands of years of work (fuzz seed 5401, case 121) ends past 9999-12-31: the table shows
+    the end in seconds instead of failing to make a date of it."""
+    for name in ("cluster.yaml", "queue.csv"):
+        shutil.copy(LAB / name, tmp_path / name)
+    text = (LAB / "running.csv").read_text().replace(",5400,", ",6e13,")
+    (tmp_path / "running.csv").write_text(text)
+    rc = main(["schedule", "--cluster", str(tmp_path / "cluster.yaml"), "--queue", str(tmp_path / "queue.csv"),
+               "--running", str(tmp_path / "running.csv"), "--time-limit", "0.5"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    row = next(line for line in out.splitlines() if line.lstrip().startswith("ivan-resnet18"))
+    assert row.split()[-1].isdigit() and float(row.split()[-1]) > 2.5e11

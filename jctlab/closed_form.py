@@ -70,9 +70,7 @@ def closed_form(inst: Instance, per_job: list[list[Segment]], resumed: frozenset
     gpu_node = {g.id: g.node for g in cl.gpus}
     gpu_type = {g.id: g.type for g in cl.gpus}
     types = cl.gpu_types
-    times = BaseTimes(inst.jobs, cl)
-    base_of = times.get
-    by_size = times.by_size_and_nodes      # then each job's base times are memoised here by (GPUs, nodes)
+    base_of = BaseTimes(inst.jobs, cl).get
     restart_s = cl.restart_s
     static = inst.problem == "static"
     n = len(inst.jobs)
@@ -90,7 +88,6 @@ def closed_form(inst: Instance, per_job: list[list[Segment]], resumed: frozenset
         done = None
         last = len(segs) - 1
         prev_end = None
-        bases: dict[tuple[int, int], float] = {}
         for k, s in enumerate(segs):
             t, a = s.start, s.alloc
             gpus = a.gpus
@@ -106,14 +103,10 @@ def closed_form(inst: Instance, per_job: list[list[Segment]], resumed: frozenset
                 nodes = len(set(map(gpu_node.__getitem__, gpus)))
             if not any_type and not all(job.can_use(gpu_type[g]) for g in gpus):
                 return None
-            base = bases.get((len(gpus), nodes)) if by_size else None
-            if base is None:
-                try:
-                    base = base_of(j, a, nodes)
-                except SpeedError:
-                    return None
-                if by_size:
-                    bases[len(gpus), nodes] = base
+            try:
+                base = base_of(j, a, nodes)
+            except SpeedError:
+                return None
             begin = t + restart_s if (k or resumes) else t     # max(t, t + restart): restart_s >= 0 (applies)
             tc = begin + max(0.0, iterations - progress) * base
             e = s.end

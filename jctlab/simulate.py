@@ -129,7 +129,6 @@ class Simulator:
         self.waiting: dict[int, None] = {}    # arrived, not running, not done (insertion order)
         self.arrived: list[int] = []          # in arrival order
         self.completed: list[int] = []        # in completion order
-        self.done = 0
         self._open: dict[int, tuple[float, Allocation]] = {}
         self._names = [job.name for job in inst.jobs]
         self._segments: list[Segment] = []
@@ -147,6 +146,11 @@ class Simulator:
     @property
     def free(self) -> dict[str, set[str]]:
         return self.engine.free
+
+    @property
+    def done(self) -> int:
+        """How many jobs have completed."""
+        return len(self.completed)
 
     @property
     def arrivals_left(self) -> int:
@@ -195,7 +199,6 @@ class Simulator:
         reasons = set()
         for j, tc in eng.pop_completions(t):
             self._close(j, None)
-            self.done += 1
             self.completed.append(j)
             reasons.add("completion")
         while self._ai < n and inst.jobs[self._order[self._ai]].arrival <= t:
@@ -252,7 +255,6 @@ class Simulator:
                 eng.stop(j, t)
                 if completion[j] is not None:
                     close(j, None)
-                    self.done += 1
                     self.completed.append(j)
                     finished.add(j)
                 else:

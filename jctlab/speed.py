@@ -182,8 +182,10 @@ class BaseTimes:
     that equal keys give the same float: :func:`_step_time` reads of each GPU only its type and
     ``factor(class)`` (in allocation order: ``sum(rho)`` keeps it), of the allocation the node count
     ``k`` (GPU and PS nodes) and ``len(ps_nodes)``; :func:`cross_socket_factor` reads only whether the
-    GPUs span sockets; :func:`cpu_mem_speedup` only the level. Allocations the model refuses
-    (:class:`SpeedError`) are not memoised: they raise on every call.
+    GPUs span sockets; :func:`cpu_mem_speedup` only the level. On a cluster of one GPU profile without a
+    socket factor, a fair-share allocation without servers is keyed by (j, #GPUs, nodes) alone: the other
+    parts are constant there (the key of every replayed segment of a trace run). Allocations the model
+    refuses (:class:`SpeedError`) are not memoised: they raise on every call.
     """
 
     def __init__(self, jobs: tuple[Job, ...], cluster: Cluster):
@@ -194,20 +196,18 @@ class BaseTimes:
                         for g in cluster.gpus}
         self.uniform = len(kinds) <= 1     # then the profiles in order are just their number
         self.qpi = cluster.qpi_factor != 1.0
+        self.simple = self.uniform and not self.qpi   # one GPU profile, no socket factor: keys by size and nodes
         self._memo: dict[tuple, float] = {}
-
-    @property
-    def by_size_and_nodes(self) -> bool:
-        """Whether, for allocations at the fair share without servers, the time depends on the job, the number of
-        GPUs and the number of nodes only (one GPU profile, no socket factor): what a caller may memoise by."""
-        return self.uniform and not self.qpi
 
     def get(self, j: int, alloc: Allocation, nodes: int) -> float:
         """``base_iteration_time(jobs[j], alloc, cluster)``; ``nodes``: how many nodes ``alloc`` touches."""
         gpus = alloc.gpus
-        prof = len(gpus) if self.uniform else tuple(map(self.profile.__getitem__, gpus))
-        spans = spans_sockets(self.cluster.gpu[g] for g in gpus) if self.qpi else None
-        key = (j, prof, nodes, spans, len(alloc.ps_nodes), alloc.cpus_per_gpu, alloc.mem_gb_per_gpu)
+        if self.simple and not alloc.ps_nodes and alloc.cpus_per_gpu is None and alloc.mem_gb_per_gpu is None:
+            key: tuple = (j, len(gpus), nodes)     # all the model reads of a fair-share allocation here
+        else:
+            prof = len(gpus) if self.uniform else tuple(map(self.profile.__getitem__, gpus))
+            spans = spans_sockets(self.cluster.gpu[g] for g in gpus) if self.qpi else None
+            key = (j, prof, nodes, spans, len(alloc.ps_nodes), alloc.cpus_per_gpu, alloc.mem_gb_per_gpu)
         t = self._memo.get(key)
         if t is None:
             t = self._memo[key] = base_iteration_time(self.jobs[j], alloc, self.cluster)

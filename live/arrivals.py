@@ -21,7 +21,9 @@ threshold.
   planned; a burst's jobs look alike), the empirical distribution resampled as is.
 
 A function of the set of jobs seen (submission times, first-plan records), so the order in which states
-reveal them does not matter; a restarted daemon rebuilds it from its store (:meth:`ArrivalModel.observe_records`).
+reveal them does not matter. A daemon commits each work sample with the event whose plan made it, and a restarted
+daemon rebuilds the model from its store: the samples first, then the jobs' records
+(:meth:`ArrivalModel.observe_records`), so that it predicts exactly what the process that was killed would have.
 
 **The rule** (:func:`hold`): a rollout over sampled futures (Bertsekas' rollout with the sample-average
 "expectation" algorithm of online stochastic optimization, Bent and Van Hentenryck 2004). From the plan the
@@ -83,6 +85,13 @@ class Sample:
     gpus: int
     run_s: float
 
+    def to_dict(self) -> dict:
+        return {"submit": self.submit, "name": self.name, "gpus": self.gpus, "run_s": self.run_s}
+
+    @staticmethod
+    def from_dict(d: dict) -> Sample:
+        return Sample(float(d["submit"]), str(d["name"]), int(d["gpus"]), float(d["run_s"]))
+
 
 def sample_of(r: RunningJob) -> Sample:
     """A running job the loop had not planned (started outside): its run time is its estimate at its start."""
@@ -97,13 +106,22 @@ class ArrivalModel:
     config: ArrivalConfig = field(default_factory=ArrivalConfig)
     submits: dict[str, float] = field(default_factory=dict)
     seen: dict[str, Sample] = field(default_factory=dict)
+    #: the samples seen since the last :meth:`take_fresh`, which a daemon stores with its next commit
+    fresh: list[Sample] = field(default_factory=list)
 
     def observe(self, submits: dict[str, float]) -> None:
         for name, s in submits.items():
             self.submits.setdefault(name, s)
 
     def observe_work(self, job: Sample) -> None:
-        self.seen.setdefault(job.name, job)
+        if job.name not in self.seen:
+            self.seen[job.name] = job
+            self.fresh.append(job)
+
+    def take_fresh(self) -> list[Sample]:
+        """The samples seen since the last call (the first sample of a job is the one kept)."""
+        out, self.fresh = self.fresh, []
+        return out
 
     def observe_state(self, state: LiveState) -> None:
         """Every job of ``state`` was submitted; every running one started (also those started outside)."""
@@ -111,9 +129,12 @@ class ArrivalModel:
         for r in state.running:
             self.observe_work(sample_of(r))
 
-    def observe_records(self, records: list[dict]) -> None:
-        """Jobs as a daemon's store keeps them (queued or running records, of live and finished jobs), so
-        that a restarted daemon predicts from everything it had seen."""
+    def observe_records(self, records: list[dict], samples: list[Sample] = ()) -> None:
+        """What a daemon's store keeps: the work samples it committed, then the jobs (queued or running records,
+        of live and finished jobs), so that a restarted daemon predicts from everything it had seen. The samples
+        come first: a job's first sample is the one kept, and its record may have been revised since."""
+        for s in samples:
+            self.seen.setdefault(s.name, s)
         for d in sorted(records, key=lambda d: (float(d["submit"]), d["name"])):
             self.observe({d["name"]: float(d["submit"])})
             if "start" in d and "gpus" in d:

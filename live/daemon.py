@@ -112,8 +112,9 @@ class Daemon:
                     "error": None, "latency_s": time.perf_counter() - t0, "plan": plan.to_dict()}
         if plan.start_now:
             decision["bindings"] = kube.bindings(plan, state.cluster, self.namespace)
+        samples = self.planner.model.take_fresh() if self.planner.model is not None else []
         self.store.commit_event(ev.id, ev.time, ev.kind, None, changes + stopped + started, decision, plan,
-                                 state.now)
+                                 state.now, samples)
         self.state, self.plan = state, plan
         self.sync_outputs()
         return True
@@ -178,8 +179,8 @@ def open_daemon(a: argparse.Namespace, config: PlannerConfig) -> Daemon:
         raise
     log = a.log or f"{a.state}.decisions.jsonl"
     planner = Planner(config)
-    if planner.model is not None:   # a restarted daemon predicts from every job it had seen
-        planner.model.observe_records(store.records())
+    if planner.model is not None:   # a restarted daemon predicts from every job it had seen, as it had seen it
+        planner.model.observe_records(store.records(), store.samples())
     return Daemon(store, planner, log, a.bindings_dir, a.namespace, sys.stdout if a.echo else None)
 
 

@@ -1,9 +1,11 @@
 """The daemon's durable state: one SQLite file (WAL), one transaction per event.
 
 Tables: ``meta`` (the cluster, the clock, the last plan), ``jobs`` (every job the daemon has seen, with its
-status and record), ``events`` (the id of every event processed, and why one was rejected) and
-``decisions`` (one per event, numbered ``seq``). An event's effects — its row in ``events``, the jobs it
-and its decision change, the decision and the new plan — are written in one transaction, so a process
+status and record), ``events`` (the id of every event processed, and why one was rejected),
+``decisions`` (one per event, numbered ``seq``) and ``samples`` (with ``--arrivals``: each job's work as the
+arrival model first saw it, :mod:`live.arrivals`; a file made before this table gets it empty). An event's
+effects — its row in ``events``, the jobs it and its decision change, the decision, the new plan and the
+model's new samples — are written in one transaction, so a process
 killed at any instant has either processed an event completely or not at all; an event id already in
 ``events`` is skipped, so an event sent again after a restart changes nothing. A job is started exactly
 when the transaction of the decision that starts it commits.
@@ -19,6 +21,7 @@ from typing import Any, Iterator
 
 from jctlab.errors import InputError
 
+from .arrivals import Sample
 from .state import ClusterSpec, LiveState, Plan, QueuedJob, RunningJob
 
 SCHEMA = """
@@ -35,6 +38,7 @@ CREATE TABLE IF NOT EXISTS events (
     kind TEXT,
     error TEXT);
 CREATE TABLE IF NOT EXISTS decisions (seq INTEGER PRIMARY KEY, event TEXT NOT NULL, record TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS samples (name TEXT PRIMARY KEY, record TEXT NOT NULL, seq INTEGER NOT NULL);
 """
 FORMAT = "jctlab.live-state/1"
 
@@ -115,6 +119,11 @@ class Store:
         """The last record of every job the daemon has seen, finished ones included."""
         return [json.loads(rec) for (rec,) in self.db.execute("SELECT record FROM jobs ORDER BY seq, name")]
 
+    def samples(self) -> list[Sample]:
+        """The arrival model's samples, in the order they were committed."""
+        return [Sample.from_dict(json.loads(rec)) for (rec,) in self.db.execute("SELECT record FROM samples "
+                                                                               "ORDER BY seq, name")]
+
     def jobs(self) -> dict[str, str]:
         """Every job the daemon has seen -> its status."""
         return dict(self.db.execute("SELECT name, status FROM jobs"))
@@ -124,8 +133,10 @@ class Store:
         return _Tx(self.db)
 
     def commit_event(self, event_id: str, time: float | None, kind: str, error: str | None,
-                     changes: list[JobChange], decision: dict[str, Any], plan: Plan | None, now: float) -> int:
-        """Record an event, its job changes, its decision and the new plan atomically; its ``seq``."""
+                     changes: list[JobChange], decision: dict[str, Any], plan: Plan | None, now: float,
+                     samples: list[Sample] = ()) -> int:
+        """Record an event, its job changes, its decision, the new plan and the arrival model's new samples
+        atomically; its ``seq``."""
         with self.transaction():
             if self.seen(event_id):   # a second writer on the same file got there first
                 raise InputError(self.path, "events", f"event {event_id!r} was processed by another process")
@@ -137,6 +148,9 @@ class Store:
                                 (c.name, c.status, json.dumps(c.record), seq))
             self.db.execute("INSERT INTO decisions VALUES (?, ?, ?)",
                             (seq, event_id, json.dumps({"seq": seq, **decision}, allow_nan=False)))
+            for s in samples:      # a job's first sample is kept
+                self.db.execute("INSERT OR IGNORE INTO samples VALUES (?, ?, ?)",
+                                (s.name, json.dumps(s.to_dict(), allow_nan=False), seq))
             if plan is not None:
                 self._set_meta_now("plan", plan.to_dict())
             self._set_meta_now("now", now)

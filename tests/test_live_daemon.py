@@ -101,12 +101,12 @@ def wait_for(log: Path, event_id: str, timeout: float = 30.0) -> dict:
     raise AssertionError(f"event {event_id} never decided")
 
 
-def drive(tmp: Path, subs: list[dict], kills: int, seed: int) -> list[dict]:
+def drive(tmp: Path, subs: list[dict], kills: int, seed: int, extra: tuple[str, ...] = ()) -> list[dict]:
     """Feed the workload event by event; ``kills`` times, SIGKILL the daemon at a random instant after sending
-    an event, restart it, send the event again (and the one before), and go on."""
+    an event, restart it, send the event again (and the one before), and go on. ``extra``: daemon options."""
     rng = random.Random(seed)
     log = tmp / "decisions.jsonl"
-    args = DAEMON + ["--state", str(tmp / "state.db"), "--log", str(log)]
+    args = DAEMON + [*extra, "--state", str(tmp / "state.db"), "--log", str(log)]
     cluster = Cluster(subs)     # completions depend on the decisions: events are made as the run goes
     proc, conn = spawn(args)
     sent: list[dict] = []
@@ -171,6 +171,39 @@ def test_killed_20_times_loses_no_job_and_starts_none_twice(tmp_path):
     assert rep.valid, rep.error
     ends = {s["job"]: s["end"] for r in got for s in r["start"]}
     assert all(abs(rep.completion[j] - ends[j]) <= 1e-6 * max(1.0, ends[j]) for j in ends)
+
+
+def test_killed_with_arrival_prediction_decides_as_if_never_killed(tmp_path):
+    """With ``--arrivals`` a decision also depends on the arrival model, which holds each job's work as first
+    planned: a restarted daemon reads those samples back from its store instead of drawing them anew from its next
+    plans (it did, and held a job the run never killed had started)."""
+    subs = workload(seed=3)
+    (tmp_path / "ref").mkdir()
+    (tmp_path / "killed").mkdir()
+    ref = drive(tmp_path / "ref", subs, kills=0, seed=0, extra=("--arrivals",))
+    got = drive(tmp_path / "killed", subs, kills=20, seed=11, extra=("--arrivals",))
+    assert any(r["plan"]["source"].endswith("+hold") for r in ref)       # the model does decide here
+    assert [r["seq"] for r in got] == list(range(1, len(got) + 1))
+    assert decisions(got) == decisions(ref)
+    store = Store(tmp_path / "killed" / "state.db")
+    assert {s.name for s in store.samples()} == {e["job"]["name"] for e in subs}
+    store.close()
+
+
+def test_a_state_file_from_before_the_samples_table_opens_and_gets_it(tmp_path, monkeypatch):
+    state, log = tmp_path / "s.db", tmp_path / "d.jsonl"
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(submit("a", 0, 1, 600)) + "\n"))
+    assert main(DAEMON + ["--state", str(state), "--log", str(log)]) == 0
+    store = Store(state)
+    store.db.execute("DROP TABLE samples")       # as a file of the previous version has it
+    store.close()
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(submit("b", 10, 1, 600)) + "\n"))
+    assert main(DAEMON + ["--arrivals", "--state", str(state), "--log", str(log)]) == 0
+    assert [r["event"] for r in read_log(log)] == ["submit-a", "submit-b"]
+    store = Store(state)
+    # a ran without --arrivals: its sample comes from its record at the restart, and is stored from then on
+    assert [s.name for s in store.samples()] == ["a", "b"]
+    store.close()
 
 
 def test_duplicates_rejections_and_a_half_written_log_line(tmp_path, monkeypatch, capsys):

@@ -28,7 +28,7 @@ from jctlab.model import load_instance, read_json, save_instance
 from .cells import CellOutcome, CellTask, InstanceSource, cell_key
 from .executors import make_executor
 from .methods import MethodSpec
-from .store import CELLS, CellStore, read_rows
+from .store import CELLS, CellStore, check_run, read_rows
 from .suites import Suite, SuiteInstance, instance_hash, read_suite
 from .table import tidy
 
@@ -144,7 +144,7 @@ def _write_meta(cfg: RunConfig, keys: list[str]) -> None:
 def evaluate(cfg: RunConfig) -> pd.DataFrame:
     """Run the missing cells of ``cfg`` and return the tidy table of all its cells (also ``results.csv``)."""
     executor = make_executor(cfg.executor, cfg.workers, cfg.threads, cfg.address)   # bad options: before any file
-    list(read_rows(cfg.out / CELLS))   # a resumed run's cells must read back: an edited row is refused before any write
+    check_run(cfg.out)     # a resumed run's cells must read back: an edited row or schedule is refused before any write
     tasks = plan(cfg)
     _write_meta(cfg, [t.key for t in tasks])
     with CellStore(cfg.out) as store:

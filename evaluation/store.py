@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 from jctlab import limits as L
 from jctlab.errors import InputError
-from jctlab.model import write_json_atomic
+from jctlab.model import load_schedule, write_json_atomic
 
 CELLS = "cells.jsonl"
 
@@ -141,3 +141,18 @@ def read_rows(path: str | os.PathLike, repair: bool = False) -> Iterator[tuple[s
     if cut is not None and repair:
         with open(p, "r+b") as f:
             f.truncate(cut)
+
+
+def check_run(run_dir: str | os.PathLike) -> None:
+    """A resumed run's finished cells read back before anything is written: every row (:func:`read_rows`) and the
+    schedule file it names (the report draws them). Files that another program damaged are refused, naming the
+    file; the store never leaves one so (each is written whole before its row)."""
+    d = Path(run_dir)
+    for key, row in read_rows(d / CELLS):
+        if row["schedule"] is None:
+            continue
+        try:
+            load_schedule(d / row["schedule"])
+        except InputError as e:
+            raise InputError(e.source, e.field, f"{e.reason} (a damaged cell: delete the line of key {key} in "
+                             f"{CELLS} to run it again)") from None

@@ -150,6 +150,25 @@ def test_edited_run_folders_are_one_line_errors(micro, capsys):
     refused(capsys, "report", micro / RUN, names=["run.json", "keys"])
 
 
+def test_a_damaged_schedule_of_a_finished_cell_is_refused_before_anything_is_written(micro, capsys):
+    """Found by the fuzz run (seed 5501, case 198): `evaluate --report` on a run whose schedule file another program
+    damaged rewrote results.csv and printed its tables, then failed in the report. Now refused up front, naming the
+    file and what to do; after doing it, the cell runs again."""
+    rows = [json.loads(x) for x in (micro / RUN / "cells.jsonl").read_text().splitlines()]
+    row = next(r for r in rows if r["schedule"])
+    (micro / RUN / row["schedule"]).write_bytes(b'{"instance": "\xff\xfe"}')
+    before = {p: p.read_bytes() for p in (micro / RUN).rglob("*") if p.is_file()}
+    argv = ["evaluate", "--suite", micro / SUITE, "--executor", "inline", "--no-progress", "--out", micro / RUN,
+            "--methods", row["method"]]
+    err = refused(capsys, *argv, "--report", names=[Path(row["schedule"]).name, "not UTF-8", row["key"]])
+    assert "delete the line" in err
+    assert {p: p.read_bytes() for p in (micro / RUN).rglob("*") if p.is_file()} == before
+    kept = [json.dumps(r) for r in rows if r["key"] != row["key"]]
+    (micro / RUN / "cells.jsonl").write_text("\n".join(kept) + "\n")
+    assert run(capsys, *argv, "--report")[0] == 0
+    assert json.loads((micro / RUN / row["schedule"]).read_text())["segments"]
+
+
 def test_plot_checks_the_schedule_against_the_instance_and_writes_atomically(micro, capsys):
     inst = next(micro.glob(f"{RUN}/instances/*.json"))
     sched = next(micro.glob(f"{RUN}/schedules/*.json"))

@@ -107,13 +107,17 @@ class Generator:
 
     function: str
     kwargs: Mapping[str, Any]
+    field: str = field(default="generator", compare=False)    # where the manifest has it: families[k]
 
     def build(self, seed: int, name: str, data_dir: str | os.PathLike | None, source: str) -> Instance:
-        fn = import_object(self.function, source, "generator")
+        fn = import_object(self.function, source, f"{self.field}.function")
         kw = dict(self.kwargs, seed=seed, name=name)
         if data_dir is not None:
             kw["data_dir"] = str(data_dir)
-        return fn(**kw)
+        try:
+            return fn(**kw)
+        except (ValueError, TypeError, OverflowError) as e:   # the generator refuses these arguments
+            raise InputError(source, f"{self.field}.kwargs", f"{self.function} refuses them for {name}: {e}") from None
 
     def to_dict(self) -> dict[str, Any]:
         return {"function": self.function, "kwargs": dict(self.kwargs)}
@@ -359,7 +363,7 @@ class _SuiteReader(FieldReader):
             raise self.fail(f"{p}.seeds", "needs at least one seed")
         draws = f.get("draws")
         return Family(self.str_(self.get(f, "name", p), f"{p}.name"),
-                      Generator(self.str_(self.get(f, "function", p), f"{p}.function"), kwargs), seeds,
+                      Generator(self.str_(self.get(f, "function", p), f"{p}.function"), kwargs, p), seeds,
                       None if draws is None else self.int_(draws, f"{p}.draws", 1))
 
     def reference(self, r: Any, p: str) -> Reference:

@@ -133,6 +133,22 @@ def test_non_finite_generator_arguments_are_refused(micro, capsys):
     refused(capsys, "suite", "check", micro / SUITE, names=["families[0].kwargs"])
 
 
+def test_generator_arguments_the_generator_refuses_name_their_field(micro, capsys):
+    """Found by the fuzz run (seed 5503, case 1139): a draw without its shipped file is made by its generator, and
+    `nodes` < 1 made `suite check` end in the generator's ValueError, a traceback."""
+    d = json.loads((micro / SUITE).read_text())
+    d["families"][0]["kwargs"]["nodes"] = -1
+    for si in d["instances"]:
+        si.pop("file", None)
+    (micro / SUITE).write_text(json.dumps(d))
+    code, out, err = run(capsys, "suite", "check", micro / SUITE)
+    assert code == 1 and "Traceback" not in err
+    assert "families[0].kwargs" in out and "need gpus >= nodes >= 1" in out
+    refused(capsys, "evaluate", "--suite", micro / SUITE, "--executor", "inline", "--no-progress",
+            "--out", micro / "r", names=["families[0].kwargs", "nodes"])
+    assert not (micro / "r").exists()
+
+
 def test_edited_run_folders_are_one_line_errors(micro, capsys):
     cells = micro / RUN / "cells.jsonl"
     rows = cells.read_text().splitlines()

@@ -117,7 +117,9 @@ class Generator:
         try:
             return fn(**kw)
         except (ValueError, TypeError, OverflowError) as e:   # the generator refuses these arguments
-            raise InputError(source, f"{self.field}.kwargs", f"{self.function} refuses them for {name}: {e}") from None
+            why = " ".join(str(e).split())     # one line, whatever the generator's message
+            raise InputError(source, f"{self.field}.kwargs",
+                             f"{self.function} refuses them for {name}: {why}") from None
 
     def to_dict(self) -> dict[str, Any]:
         return {"function": self.function, "kwargs": dict(self.kwargs)}

@@ -51,6 +51,7 @@ import math
 from bisect import bisect_right, insort
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
+from typing import Iterable
 
 import numpy as np
 
@@ -129,7 +130,7 @@ class ArrivalModel:
         for r in state.running:
             self.observe_work(sample_of(r))
 
-    def observe_records(self, records: list[dict], samples: list[Sample] = ()) -> None:
+    def observe_records(self, records: list[dict], samples: Iterable[Sample] = ()) -> None:
         """What a daemon's store keeps: the work samples it committed, then the jobs (queued or running records,
         of live and finished jobs), so that a restarted daemon predicts from everything it had seen. The samples
         come first: a job's first sample is the one kept, and its record may have been revised since."""

@@ -17,7 +17,7 @@ import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from jctlab.errors import InputError
 
@@ -134,7 +134,7 @@ class Store:
 
     def commit_event(self, event_id: str, time: float | None, kind: str, error: str | None,
                      changes: list[JobChange], decision: dict[str, Any], plan: Plan | None, now: float,
-                     samples: list[Sample] = ()) -> int:
+                     samples: Iterable[Sample] = ()) -> int:
         """Record an event, its job changes, its decision, the new plan and the arrival model's new samples
         atomically; its ``seq``."""
         with self.transaction():

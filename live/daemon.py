@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable, TextIO
 
 from jctlab import argtypes as A
+from jctlab import limits as L
 from jctlab.errors import InputError
 from jctlab.limits import Range
 from jctlab.model import write_json_atomic
@@ -123,11 +124,7 @@ class Daemon:
         line = line.strip()
         if not line:
             return
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(source, "", f"malformed JSON: {e.msg}") from None
-        self.handle(obj, source)
+        self.handle(L.loads(line, source), source)     # malformed, too deep, 5,000-digit numbers: InputError
 
     # ------------------------------------------------------------------ inputs
     def run_stream(self, stream: Iterable[str], name: str = "stdin") -> None:

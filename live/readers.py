@@ -205,7 +205,12 @@ def running_job(rec: Mapping[str, Any], cluster: ClusterSpec, where: Where, esti
 
 
 class _LineLoader(yaml.SafeLoader):
-    """Safe YAML that remembers the line of every mapping (key ``__line__``) for error messages."""
+    """Safe YAML that remembers the line of every mapping (key ``__line__``) for error messages. A cluster file
+    has no dates: a value that looks like one stays text (the field's check then names it), not a timestamp that
+    PyYAML builds, or fails to build (``2025-13-45``), before any field is read."""
+
+    yaml_implicit_resolvers = {k: [r for r in v if r[0] != "tag:yaml.org,2002:timestamp"]
+                               for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 
     def construct_mapping(self, node, deep=False):   # type: ignore[override]
         m = super().construct_mapping(node, deep=deep)
@@ -233,6 +238,8 @@ def read_cluster(path: str | Path) -> ClusterSpec:
         why = getattr(e, "problem", None)
         raise InputError(src, f"line {mark.line + 1}" if mark else "",
                          "malformed YAML" + (f" ({why})" if why else "")) from None
+    except ValueError as e:    # a value PyYAML cannot build (an explicit !!timestamp, an integer of 5,000 digits)
+        raise InputError(src, "", f"malformed YAML ({' '.join(str(e).split())})") from None
     if not isinstance(d, dict):
         raise InputError(src, "", "expected a mapping with a `nodes` list")
 

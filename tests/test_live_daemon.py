@@ -212,11 +212,12 @@ def test_duplicates_rejections_and_a_half_written_log_line(tmp_path, monkeypatch
            {"id": "x1", "type": "complete", "time": -5, "job": "a"},                            # time goes back
            {"id": "x2", "type": "complete", "time": 10, "job": "nobody"},                       # unknown job
            {"id": "x3", "type": "revise", "time": 20, "job": "a", "remaining_s": 100},
-           "not json"]
+           "not json", '{"id": "x4", "time": ' + "9" * 5000 + "}"]   # beyond int()'s digits (fuzz seed 5504)
     lines = "\n".join(e if isinstance(e, str) else json.dumps(e) for e in evs) + "\n"
     monkeypatch.setattr("sys.stdin", io.StringIO(lines))
     assert main(DAEMON + ["--state", str(state), "--log", str(log)]) == 0
-    assert "stdin line 6: malformed JSON" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "stdin line 6: malformed JSON" in err and "stdin line 7: " in err and "Traceback" not in err
     recs = read_log(log)
     assert [r["event"] for r in recs] == ["submit-a", "x1", "x2", "x3"]
     assert recs[0]["start"][0]["job"] == "a"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from jctlab.cli import main
+from jctlab.errors import InputError
 from live import kube
 from live.instance import LiveInstance
 from live.planner import Planner, PlannerConfig
@@ -163,3 +164,25 @@ def test_a_prediction_past_the_calendar_is_printed_in_seconds(tmp_path, capsys):
     assert rc == 0
     row = next(line for line in out.splitlines() if line.lstrip().startswith("ivan-resnet18"))
     assert row.split()[-1].isdigit() and float(row.split()[-1]) > 2.5e11
+
+
+def test_date_like_values_in_a_cluster_file_are_text(tmp_path, capsys):
+    """Found by the fuzz run (seed 5504): PyYAML built a timestamp of `restart_s: 2025-13-45T99:00:00` and failed
+    (month 13) with a traceback before any field was read. A cluster file has no dates: such a value is text, which
+    the field's check refuses naming it, and a node may be named like a date."""
+    text = (LAB / "cluster.yaml").read_text()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text.replace("restart_s: 30", "restart_s: 2025-13-45T99:00:00"))
+    with pytest.raises(InputError, match=r"line \d+, restart_s: must be a number"):
+        read_cluster(bad)
+    assert main(["schedule", "--cluster", str(bad), "--queue", str(LAB / "queue.csv"), "--time-limit", "1",
+                 "--method", "none"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "restart_s" in err
+    dated = tmp_path / "dated.yaml"
+    dated.write_text(text.replace("name: gpu01", "name: 2025-01-01"))
+    assert read_cluster(dated).nodes[0].name == "2025-01-01"
+    explicit = tmp_path / "explicit.yaml"
+    explicit.write_text(text.replace("restart_s: 30", "restart_s: !!timestamp 2025-13-45"))
+    with pytest.raises(InputError, match="malformed YAML"):
+        read_cluster(explicit)

@@ -13,6 +13,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
+from jctlab import argtypes as A
 from jctlab.errors import InputError
 from jctlab.model import write_json_atomic
 
@@ -125,8 +126,8 @@ def register(sub: Any) -> None:
     p.add_argument("--now", default=None, help="the decision's time: seconds, ISO date, or `now` "
                    "(default: the latest submission/start in the files)")
     add_planner_arguments(p)
-    p.add_argument("--out", help="write the plan as JSON here")
-    p.add_argument("--bindings", help="write Kubernetes Binding objects of the jobs to start now here")
+    p.add_argument("--out", type=A.out_path, help="write the plan as JSON here")
+    p.add_argument("--bindings", type=A.out_path, help="write Kubernetes Binding objects of the jobs to start now here")
     p.add_argument("--namespace", default="default", help="namespace of the pods in --bindings")
     p.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     p.set_defaults(func=cmd_schedule)

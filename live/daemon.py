@@ -46,6 +46,7 @@ class Daemon:
         self.store = store
         self.planner = planner
         self.log = Path(log)
+        self.log.parent.mkdir(parents=True, exist_ok=True)
         self.bindings_dir = None if bindings_dir is None else Path(bindings_dir)
         self.namespace = namespace
         self.echo = echo
@@ -217,14 +218,15 @@ def cmd_daemon(a: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     p = sub.add_parser("schedule-daemon", help="re-plan at every event (stdin JSON lines or a spool directory); "
                        "state in SQLite, decisions in a log")
-    p.add_argument("--state", required=True, help="SQLite state file (created on first use)")
+    # the files it writes are checked before the state file is opened: a bad one leaves nothing behind
+    p.add_argument("--state", required=True, type=A.out_path, help="SQLite state file (created on first use)")
     p.add_argument("--cluster", help="cluster YAML (needed when the state file is new)")
     p.add_argument("--slurm-nodes", help="`sinfo --json` output (instead of --cluster)")
     p.add_argument("--spool", help="read events from *.json files in this directory instead of standard input")
     p.add_argument("--poll", type=A.number(Range(0, 3600, lo_open=True, unit="s")), default=0.5, help="seconds between spool scans")
     p.add_argument("--once", action="store_true", help="with --spool: process the files there, then exit")
-    p.add_argument("--log", help="decision log, JSON lines (default: STATE.decisions.jsonl)")
-    p.add_argument("--bindings-dir", help="write each decision's Kubernetes Bindings here as <seq>.json")
+    p.add_argument("--log", type=A.out_path, help="decision log, JSON lines (default: STATE.decisions.jsonl)")
+    p.add_argument("--bindings-dir", type=A.out_dir, help="write each decision's Kubernetes Bindings here as <seq>.json")
     p.add_argument("--namespace", default="default")
     p.add_argument("--echo", action="store_true", help="also print each decision on standard output")
     add_planner_arguments(p)

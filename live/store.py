@@ -56,12 +56,15 @@ class Store:
     def __init__(self, path: str | Path):
         self.path = str(path)
         try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)    # as every file jctlab writes
             self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.executescript(SCHEMA)
         except sqlite3.DatabaseError as e:
             raise InputError(self.path, "", f"not a jctlab state file ({e})") from None
+        except OSError as e:
+            raise InputError(self.path, "", f"cannot create its folder ({e.strerror})") from None
         fmt = self._meta("format")
         if fmt is None:
             self._set_meta_now("format", FORMAT)

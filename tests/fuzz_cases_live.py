@@ -104,8 +104,9 @@ def schedule_case(draw: Any) -> Case:
     draw(_inputs(case, FILES))
     draw(_planner_flags(case))
     case.out, case.out_kind = "plan.json", "text"
-    if draw(st.integers(0, 9)) == 0:      # an --out that cannot be written
-        case.argv[-1] = draw(st.sampled_from(("{dir}/cluster.yaml/plan.json", "{dir}/spool", "")))
+    if draw(st.integers(0, 9)) == 0:      # an --out that cannot be written (its value: the planner's flags follow it)
+        case.argv[case.argv.index("--out") + 1] = draw(st.sampled_from(("{dir}/cluster.yaml/plan.json", "{dir}/spool",
+                                                                        "")))
         case.expect = "bad"
         case.out = None
     return case

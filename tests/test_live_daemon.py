@@ -206,6 +206,29 @@ def test_a_state_file_from_before_the_samples_table_opens_and_gets_it(tmp_path, 
     store.close()
 
 
+@pytest.mark.parametrize("flag", ["--state", "--log", "--bindings-dir"])
+def test_outputs_under_a_file_are_refused_before_anything_is_written(tmp_path, monkeypatch, capsys, flag):
+    """Found by the fuzz run (seed 5505, once its case generator put the bad --out where it meant to): these were
+    tracebacks, after the state file had been created."""
+    (tmp_path / "f").write_text("")
+    paths = {"--state": tmp_path / "s.db", "--log": tmp_path / "d.jsonl", "--bindings-dir": tmp_path / "b"}
+    paths[flag] = tmp_path / "f" / "x"
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(submit("a", 0, 1, 600)) + "\n"))
+    assert main(DAEMON + [a for k, v in paths.items() for a in (k, str(v))]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and flag in err[0] and "is a file, not a folder" in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+
+
+def test_new_folders_for_the_daemons_files_are_made(tmp_path, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(submit("a", 0, 1, 600)) + "\n"))
+    new = tmp_path / "new"
+    assert main(DAEMON + ["--state", str(new / "s" / "s.db"), "--log", str(new / "l" / "d.jsonl"),
+                          "--bindings-dir", str(new / "b")]) == 0
+    assert [r["event"] for r in read_log(new / "l" / "d.jsonl")] == ["submit-a"]
+    assert (new / "b" / "00000001.json").is_file() and (new / "s" / "s.db").is_file()
+
+
 def test_duplicates_rejections_and_a_half_written_log_line(tmp_path, monkeypatch, capsys):
     log, state = tmp_path / "d.jsonl", tmp_path / "s.db"
     evs = [submit("a", 0, 1, 600), submit("a", 0, 1, 600),                                     # same id twice

@@ -186,3 +186,14 @@ def test_date_like_values_in_a_cluster_file_are_text(tmp_path, capsys):
     explicit.write_text(text.replace("restart_s: 30", "restart_s: !!timestamp 2025-13-45"))
     with pytest.raises(InputError, match="malformed YAML"):
         read_cluster(explicit)
+
+
+@pytest.mark.parametrize("flag", ["--out", "--bindings"])
+def test_schedule_outputs_under_a_file_are_refused_before_planning(tmp_path, capsys, flag):
+    (tmp_path / "f").write_text("")
+    argv = ["schedule", "--cluster", str(LAB / "cluster.yaml"), "--queue", str(LAB / "queue.csv"), "--time-limit", "1",
+            "--method", "none", flag, str(tmp_path / "f" / "plan.json")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and flag in err[0] and "is a file, not a folder" in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]

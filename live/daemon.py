@@ -226,7 +226,8 @@ def register(sub: Any) -> None:
     p.add_argument("--poll", type=A.number(Range(0, 3600, lo_open=True, unit="s")), default=0.5, help="seconds between spool scans")
     p.add_argument("--once", action="store_true", help="with --spool: process the files there, then exit")
     p.add_argument("--log", type=A.out_path, help="decision log, JSON lines (default: STATE.decisions.jsonl)")
-    p.add_argument("--bindings-dir", type=A.out_dir, help="write each decision's Kubernetes Bindings here as <seq>.json")
+    p.add_argument("--bindings-dir", type=A.out_dir,
+                   help="write each decision's Kubernetes Bindings here as <seq>.json")
     p.add_argument("--namespace", default="default")
     p.add_argument("--echo", action="store_true", help="also print each decision on standard output")
     add_planner_arguments(p)

@@ -77,6 +77,10 @@ def gap_distribution(table: pd.DataFrame) -> Figure | None:
     return Figure("gap_distribution", "Gap distribution per method", _png(fig))
 
 
+#: s: JCTs above this are drawn at it (no real job takes 10^200 s; a row may say so)
+MAX_PLOTTED_S = 1e200
+
+
 def jct_cdf(rows: list[dict[str, Any]], keys: set[str]) -> Figure | None:
     by_method: dict[str, list[float]] = {}
     for r in rows:
@@ -86,7 +90,8 @@ def jct_cdf(rows: list[dict[str, Any]], keys: set[str]) -> Figure | None:
         return None
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     for m, x in by_method.items():
-        x = np.sort(np.asarray(x, float)) / 3600.0
+        # the log axis pads its range by a factor: JCTs near the largest float would overflow it
+        x = np.minimum(np.sort(np.asarray(x, float)), MAX_PLOTTED_S) / 3600.0
         ax.step(x, np.arange(1, len(x) + 1) / len(x), where="post", label=m, linewidth=1.2)
     ax.set_xscale("log")
     ax.set_xlabel("job completion time (h, log)")

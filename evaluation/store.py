@@ -93,11 +93,12 @@ def row_problem(row: dict[str, Any]) -> str | None:
             return f"{f}: not finite"
     if not _KEY.fullmatch(row["key"]):
         return "key: not a cell key"
-    if row["schedule"] is not None and row["schedule"] != f"schedules/{row['key']}.json":
+    # a field left out reads as null, as above (rows of older versions may lack one)
+    if row.get("schedule") is not None and row["schedule"] != f"schedules/{row['key']}.json":
         return "schedule: not the schedule file of its key"
-    if row["jcts"] is not None and not all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                                           and math.isfinite(x) for x in row["jcts"]):
-        return "jcts: not a list of finite numbers"
+    if row.get("jcts") is not None and not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                               and math.isfinite(x) and x >= 0 for x in row["jcts"]):
+        return "jcts: not a list of finite numbers >= 0"
     return None
 
 
@@ -149,7 +150,7 @@ def check_run(run_dir: str | os.PathLike) -> None:
     file; the store never leaves one so (each is written whole before its row)."""
     d = Path(run_dir)
     for key, row in read_rows(d / CELLS):
-        if row["schedule"] is None:
+        if row.get("schedule") is None:
             continue
         try:
             load_schedule(d / row["schedule"])

@@ -9,6 +9,7 @@ import dataclasses
 import json
 import re
 import shutil
+import warnings
 from pathlib import Path
 
 import pytest
@@ -164,6 +165,23 @@ def test_edited_run_folders_are_one_line_errors(micro, capsys):
     cells.write_text("\n".join(rows) + "\n")
     (micro / RUN / "run.json").write_text('{"keys": 5}')
     refused(capsys, "report", micro / RUN, names=["run.json", "keys"])
+
+
+def test_rows_without_a_schedule_field_or_with_absurd_jcts(micro, capsys):
+    """Found by the fuzz run (seed 5506): a row without its `schedule` field was a KeyError traceback (it reads as
+    null, as rows of older versions may lack a field), and a JCT of 1e300 s overflowed the JCT plot's log axis
+    (a RuntimeWarning; drawn at 1e200 s now). A negative JCT is refused."""
+    cells = micro / RUN / "cells.jsonl"
+    rows = cells.read_text().splitlines()
+    first = json.loads(rows[0])
+    no_schedule = {k: v for k, v in first.items() if k != "schedule"}
+    for row in (no_schedule, {**first, "jcts": [1e300] + (first["jcts"] or [])[1:]}):
+        cells.write_text("\n".join([json.dumps(row)] + rows[1:]) + "\n")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert run(capsys, "report", micro / RUN)[0] == 0
+    cells.write_text("\n".join([json.dumps({**first, "jcts": [-1.0]})] + rows[1:]) + "\n")
+    refused(capsys, "report", micro / RUN, names=["cells.jsonl", "jcts"])
 
 
 def test_a_damaged_schedule_of_a_finished_cell_is_refused_before_anything_is_written(micro, capsys):

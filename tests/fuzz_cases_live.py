@@ -69,7 +69,9 @@ def _inputs(draw: Any, case: Case, names: tuple[str, ...]) -> None:
     name = draw(st.sampled_from(names))
     if how == "corrupt" and name != "queue.csv":   # an empty queue file may be a header-less empty queue
         case.files[name], what = draw(corrupted(case.files[name]))
-        case.expect = "bad"
+        # a YAML or CSV file cut short may still be a whole one (a cluster of its first nodes: fuzz seed 5507)
+        if what != "truncate" or name.endswith(".json"):
+            case.expect = "bad"
     else:
         case.files[name], what = draw(_doctored(case.files[name]))
     case.notes.append(f"{name} {how}:{what}")

@@ -28,7 +28,6 @@ from typing import Any, Iterable, TextIO
 from jctlab import argtypes as A
 from jctlab import limits as L
 from jctlab.errors import InputError
-from jctlab.limits import Range
 from jctlab.model import write_json_atomic
 
 from . import events, kube
@@ -223,7 +222,8 @@ def register(sub: Any) -> None:
     p.add_argument("--cluster", help="cluster YAML (needed when the state file is new)")
     p.add_argument("--slurm-nodes", help="`sinfo --json` output (instead of --cluster)")
     p.add_argument("--spool", help="read events from *.json files in this directory instead of standard input")
-    p.add_argument("--poll", type=A.number(Range(0, 3600, lo_open=True, unit="s")), default=0.5, help="seconds between spool scans")
+    p.add_argument("--poll", type=A.number(L.Range(0, 3600, lo_open=True, unit="s")), default=0.5,
+                   help="seconds between spool scans")
     p.add_argument("--once", action="store_true", help="with --spool: process the files there, then exit")
     p.add_argument("--log", type=A.out_path, help="decision log, JSON lines (default: STATE.decisions.jsonl)")
     p.add_argument("--bindings-dir", type=A.out_dir,

@@ -59,16 +59,17 @@ class _Candidate:
 
 
 def _candidates(suite: Suite, opts: BuildOptions) -> list[_Candidate]:
-    out = []
+    """Every family's draws, made before any is written: a generator that refuses its arguments leaves nothing."""
     folder = opts.work / "instances"
+    made = [(fam.name, seed, fam.generator.build(seed, f"{fam.name}-s{seed}",
+                                                  opts.data_dir if suite.requires_data else None, suite.source))
+            for fam in suite.families for seed in fam.seeds]
     folder.mkdir(parents=True, exist_ok=True)
-    for fam in suite.families:
-        for seed in fam.seeds:
-            name = f"{fam.name}-s{seed}"
-            inst = fam.generator.build(seed, name, opts.data_dir if suite.requires_data else None, suite.source)
-            p = folder / f"{name}.json"
-            save_instance(inst, p)
-            out.append(_Candidate(fam.name, seed, inst, instance_hash(inst), p))
+    out = []
+    for family, seed, inst in made:
+        p = folder / f"{family}-s{seed}.json"
+        save_instance(inst, p)
+        out.append(_Candidate(family, seed, inst, instance_hash(inst), p))
     return out
 
 

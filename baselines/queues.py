@@ -175,6 +175,7 @@ class Gittins(Queue):
         self._dist: list[float] | None = None
 
     def _prep(self) -> None:
+        # the sorted works twice, set here only: an array for the tails' vector work, floats for bisect and the loop
         self._works = np.sort(np.asarray(self.work, dtype=float))
         self._dist = self._works.tolist()
         self._memo: dict[float, float] = {}

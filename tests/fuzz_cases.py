@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from hypothesis import strategies as st
 
@@ -309,11 +309,12 @@ class Case:
     verb: str
     argv: list[str]
     files: dict[str, bytes | None] = field(default_factory=dict)   # None: a directory
-    expect: str = "any"                                            # "bad": must exit 2
+    expect: str = "any"                                            # "bad": must exit 2; "good": must exit 0
     limit_s: float | None = None                                   # --time-limit, when given and valid
     out: str | None = None                                         # the --out file (or folder) name
     out_kind: str | None = None     # what out holds: instance, schedule, image, text, folder (None: by verb)
     notes: list[str] = field(default_factory=list)
+    check: Callable[[Path], list[str]] | None = None  # what the output written on success breaks (empty: nothing)
 
     def describe(self) -> str:
         return f"{' '.join(self.argv)}  [{'; '.join(self.notes)}]"

@@ -4,8 +4,9 @@
 up once by :func:`warm_up`); :func:`run_subprocess` runs the installed command. :func:`judge` checks the
 properties of the issue: no traceback, exit code in {0, 1, 2} with its documented meaning (1 only from
 ``replay``, an invalid schedule, from ``evaluate``, a schedule below a proven bound, and from ``suite check``,
-a failed check; 2 for every "bad" case), one line naming the file or flag on stderr for exit 2, no numpy
+a failed check; 2 for every "bad" case, 0 for every "good" one), one line naming the file or flag on stderr for exit 2, no numpy
 ``RuntimeWarning``, nothing written on error (no output, no input file changed), a written file that loads,
+what the case's own ``check`` finds wrong in its output (a live plan: every job once, no GPU held twice...),
 and no run past its time limit + 2 s (10 s for verbs without a limit).
 
 Used by ``tests/test_fuzz.py`` (a CI-sized, derandomized run) and ``scripts/fuzz.py`` (``make fuzz``: a
@@ -154,6 +155,8 @@ def judge(case: Case, o: Outcome, root: Path) -> list[str]:
         bad.append("exit-1-outside-replay")
     if case.expect == "bad" and o.code != 2:
         bad.append("accepted-nonsense")
+    if case.expect == "good" and o.code != 0:
+        bad.append("refused-valid-input")
     limit = (case.limit_s + SLACK_S) if case.limit_s is not None else NO_LIMIT_S
     if o.seconds > limit:
         bad.append("over-time")
@@ -180,8 +183,13 @@ def judge(case: Case, o: Outcome, root: Path) -> list[str]:
         if any(data is not None and (not (root / n).is_file() or (root / n).read_bytes() != data)
                for n, data in case.files.items()):
             bad.append("input-changed-on-error")
-    elif out is not None and out.exists() and not _output_ok(case, out):
-        bad.append("unreadable-output")
+    elif out is not None and out.exists():
+        if not _output_ok(case, out):
+            bad.append("unreadable-output")
+        elif case.check is not None:
+            bad += case.check(out)
+    elif out is not None and case.expect == "good":
+        bad.append("no-output")
     return bad
 
 

@@ -328,7 +328,8 @@ class RankedFree:
         self.ids = [g.id for g in cluster.gpus]
         self.gi = {g: i for i, g in enumerate(self.ids)}
         self.node = [g.node for g in cluster.gpus]
-        self.ranked = list(range(len(self.ids)))
+        self._every = list(range(len(self.ids)))     # copied at each reset: cheaper than a new range's ints
+        self.ranked = self._every.copy()
         self.total = len(self.ids)
         # the last draw (its GPUs, their positions): a take of exactly those GPUs next deletes by position
         self._drawn: tuple[tuple[str, ...], list[int]] | None = None
@@ -374,7 +375,7 @@ class RankedFree:
     def reset(self) -> None:
         """Every GPU free again."""
         self._drawn = None
-        self.ranked = list(range(len(self.ids)))
+        self.ranked = self._every.copy()
         self.total = len(self.ids)
 
     def nth_free(self, k: int) -> str:

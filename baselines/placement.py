@@ -152,13 +152,19 @@ def sample_positions(rng: random.Random, n: int, k: int) -> list[int]:
         return out
     b = n.bit_length()
     drawn: list[int] = []
-    seen: list[int] | set[int] = drawn if k <= 16 else set()     # a few are found faster in the list itself
+    if k <= 16:                    # a few are found faster in the list itself than in a set
+        while k:
+            r = bits(b)
+            if r < n and r not in drawn:
+                drawn.append(r)
+                k -= 1
+        return drawn
+    seen: set[int] = set()
     while len(drawn) < k:
         r = bits(b)
         if r < n and r not in seen:
             drawn.append(r)
-            if seen is not drawn:
-                seen.add(r)            # type: ignore[union-attr]
+            seen.add(r)
     return drawn
 
 

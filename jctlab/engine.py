@@ -100,6 +100,7 @@ class Engine:
         self._iterations = [job.iterations for job in inst.jobs]
         self._finish_at = [job.iterations * (1 - EPS) for job in inst.jobs]   # a stop there completes the job
         self._static = inst.problem == "static"
+        self._restart_s = cl.restart_s
         self._cap = {nd.name: (nd.cpus + EPS * max(1.0, nd.cpus), nd.mem_gb + EPS * max(1.0, nd.mem_gb))
                      for nd in cl.nodes}
         self.now = 0.0
@@ -281,8 +282,8 @@ class Engine:
             free_of = self._free_of
             for g in gpus:
                 free_of[g].discard(g)
-        self.free_total -= len(gpus)
-        restart = self.cluster.restart_s if self.segments_started[j] > 0 else 0.0
+        self.free_total -= ng
+        restart = self._restart_s if self.segments_started[j] > 0 else 0.0
         self.segments_started[j] += 1
         if self.first_start[j] is None:
             self.first_start[j] = t

@@ -245,10 +245,11 @@ class Simulator:
         running, completion, waiting, close = eng.running, eng.completion, self.waiting, self._close
         starts = []
         finished: set[int] = set()    # completed by their preemption
+        preemptive = self.inst.problem == "preemptive"
         for a in actions or ():
             if isinstance(a, Preempt):
                 j = a.job
-                if self.inst.problem != "preemptive":
+                if not preemptive:
                     raise PolicyError(f"policy {self.method} preempts a job in a {self.inst.problem} instance")
                 if j not in running:
                     raise PolicyError(f"policy {self.method} preempts job {self.inst.jobs[j].name}, which is not running")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 
 import jsonschema
@@ -9,7 +11,7 @@ import pytest
 
 from jctlab.errors import InputError
 from jctlab.generators import offline_instance, static_instance
-from jctlab.model import Instance, Schedule, load_instance, save_instance
+from jctlab.model import Allocation, Instance, Schedule, Segment, load_instance, save_instance
 from jctlab.schema import instance_schema
 
 from .conftest import tiny_dict
@@ -88,3 +90,20 @@ def test_the_core_imports_none_of_the_other_packages():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in bad))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("cls", [Allocation, Segment])
+def test_hand_written_inits_take_the_fields_in_order_with_their_defaults(cls):
+    """Allocation and Segment write their slots in their own __init__ (jctlab/model.py says why): it must take
+    exactly the dataclass's fields, in order, with the same defaults, and the value must stay frozen."""
+    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    assert [p.name for p in params] == [f.name for f in dataclasses.fields(cls)]
+    assert [p.default for p in params] == [inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default
+                                          for f in dataclasses.fields(cls)]
+    a = Allocation(("n0:0", "n0:1"), ("n1",), 2.5, None)
+    args = [a.gpus, a.ps_nodes, 2.5, None] if cls is Allocation else ["j", 1.0, None, a]
+    v = cls(*args)
+    assert [getattr(v, f.name) for f in dataclasses.fields(cls)] == args
+    assert v == cls(**{f.name: x for f, x in zip(dataclasses.fields(cls), args)}) and hash(dataclasses.replace(v)) == hash(v)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(v, dataclasses.fields(cls)[0].name, None)

@@ -10,7 +10,7 @@ reports, but not the verdict. The full cost curve of every policy is ``scripts/s
 - 8,000 jobs on 512 GPUs: every queue + placement policy within 10x of ``fifo+packed-sticky``.
   ``random-nonsticky`` re-draws every job's GPUs every round: about 950,000 segments, 120x the
   baseline's 8,000, each started and stopped in the simulation and again in the replay. Its cost is
-  that output's (10.4-11.7x measured, docs/scale.md), so its cases fail without a regression: they are
+  that output's (10.0-10.9x measured, docs/scale.md), so its cases fail without a regression: they are
   marked ``xfail`` (not strict).
 """
 

@@ -22,7 +22,13 @@ from typing import Any
 from hypothesis import strategies as st
 
 from .fuzz_cases import BAD_NUMBER, Case, corrupted
-from .fuzz_live_states import EPOCH, live_events, live_state, log_problems, plan_problems
+from .fuzz_live_states import (
+    EPOCH,
+    live_events,
+    live_state,
+    log_problems,
+    plan_problems,
+)
 
 LIVE_WEIGHTS = {"schedule": 1, "schedule-daemon": 1}
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -185,4 +191,4 @@ def live_strategies() -> dict[str, st.SearchStrategy[Case]]:
     return {"schedule": schedule_case(), "schedule-daemon": daemon_case()}
 
 
-__all__ = ["LIVE_WEIGHTS", "live_strategies", "example_files"]
+__all__ = ["LIVE_WEIGHTS", "example_files", "live_strategies"]

@@ -43,7 +43,7 @@ def _when(draw: Any, t: float) -> str:
     """``t`` as epoch seconds or as an ISO date in UTC (both are valid)."""
     if draw(st.booleans()):
         return f"{t:g}" if t != int(t) else str(int(t))
-    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def _csv(rows: list[dict[str, str]], columns: list[str]) -> bytes:
@@ -174,7 +174,7 @@ def _seconds(v: str) -> float:
     try:
         return float(v)
     except ValueError:
-        return dt.datetime.strptime(v, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.timezone.utc).timestamp()
+        return dt.datetime.strptime(v, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.UTC).timestamp()
 
 
 def _overlaps(now: float, items: list[tuple[str, dict]], kept: dict[str, dict], gpu_type: dict[str, str]

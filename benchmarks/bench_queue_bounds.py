@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import pytest
 
+import oracle
 from formulations.offline import cpsat as offline_cpsat
-from formulations.offline import milp as offline_milp
 from formulations.offline import lagrangian_bound, preemptive_bound
+from formulations.offline import milp as offline_milp
 from formulations.offline.classes import class_options, trivial_bound
 from formulations.offline.cpsat import CpsatParams
 from formulations.offline.cpsat_model import CpsatRun, solve_option_model
 from formulations.offline.greedy import greedy
 from formulations.offline.pipeline import class_resources
 from jctlab.generators import offline_instance
+from jctlab.result import SolveStatus
 
 
 def _once(benchmark, f):
@@ -86,3 +88,31 @@ def test_lagrangian_bound_on_a_long_queue(benchmark):
     pre = preemptive_bound.lower_bound(inst, time_limit=4.5)
     print(f"\nLagrangian {lag:.0f}  preemptive LP {pre:.0f}  Σ(a_j + p_j) {trivial_bound(inst):.0f}")
     assert lag >= pre and lag > 2 * trivial_bound(inst)
+
+
+#: the 10-s queue rows of the README (issue 45: mean certified gap ≤ 3 % each); the rows `bnb` cannot enumerate miss it
+TEN_S_ROWS = {"4x10": (4, 10), "8x12": (8, 12), "16x16": (16, 16)}
+TEN_S_MISSED = {"8x12", "16x16"}
+
+
+@pytest.mark.parametrize("row", [pytest.param(r, marks=pytest.mark.xfail(reason="issue 45: about 8-9 %, the "
+                                                                           "time-indexed relaxation's gap", strict=False))
+                                 if r in TEN_S_MISSED else r for r in TEN_S_ROWS])
+def test_auto_on_the_10s_queue_rows(benchmark, row):
+    """``scripts/oracle_offline_table.py --sizes 4x10,8x12,16x16 --seeds 4 --first-seed 10000 --time-limit 10
+    --methods auto --interarrival 300``, one row: `auto`, 10 s, one thread, evaluation seeds 10 000-10 003; the mean
+    certified gap (objective − bound) / bound of the row at most 3 % (docs/oracle-offline.md)."""
+    g, j = TEN_S_ROWS[row]
+    insts = [offline_instance(gpus=g, nodes=max(1, g // (4 if g >= 8 else 2)), jobs=j, interarrival_s=300,
+                              duration_h=(0.1, 2), max_size=min(8, g), variability=0.05, locality_penalty=1.2, seed=s)
+             for s in range(10_000, 10_004)]
+
+    def run():
+        return [oracle.solve(inst, "auto", time_limit=10, threads=1, seed=0) for inst in insts]
+
+    rs = _once(benchmark, run)
+    gaps = [(r.objective - r.lower_bound) / r.lower_bound for r in rs]
+    proven = sum(r.status == SolveStatus.OPTIMAL for r in rs)
+    benchmark.extra_info.update(mean_gap=sum(gaps) / len(gaps), proven=proven)
+    print(f"\n{row}: mean certified gap {sum(gaps) / len(gaps):.2%}, {proven} of {len(rs)} proven")
+    assert sum(gaps) / len(gaps) <= 0.03

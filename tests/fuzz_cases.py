@@ -12,10 +12,11 @@ import os
 import shutil
 import sqlite3
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -79,9 +80,32 @@ def bases() -> dict[str, dict[str, Any]]:
     }
 
 
+@st.composite
+def drawn_instance(draw: Any) -> dict[str, Any]:
+    """A valid instance of the generators with their parameters drawn over wide ranges (the shapes a user's own
+    data may have: one GPU or a dozen, one type or three, every option of SPEC §1-2, every objective)."""
+    gpus = draw(st.integers(1, 12))
+    kw = {"gpus": gpus, "nodes": draw(st.integers(1, min(4, gpus))), "jobs": draw(st.integers(1, 6)),
+          "seed": draw(st.integers(0, 2**31 - 1)),
+          "types": tuple(draw(st.lists(st.sampled_from(("v100", "p100", "k80")), min_size=1, max_size=3, unique=True))),
+          "variability": draw(st.sampled_from((0.0, 0.05, 0.3))), "locality_penalty": draw(st.sampled_from((1.0, 1.3))),
+          "cpu_mem": draw(st.booleans()), "ps": draw(st.booleans()), "interference": draw(st.sampled_from((0.0, 0.1))),
+          "objective": draw(st.sampled_from(("mean_jct", "weighted_jct", "makespan"))), "topology": draw(st.booleans()),
+          "duration_h": draw(st.sampled_from(((0.01, 0.1), (0.1, 2.0), (1.0, 24.0))))}
+    problem = draw(st.sampled_from(("static", "offline", "preemptive")))
+    if problem == "static":
+        inst = static_instance(sizes=tuple(s for s in (1, 2, 4) if s <= gpus), **kw)
+    else:
+        inst = offline_instance(problem=problem, max_size=draw(st.sampled_from((1, 2, 4, 8))),
+                                interarrival_s=draw(st.sampled_from((0.0, 60.0, 900.0))), **kw)
+    return inst.to_dict()
+
+
 @lru_cache(maxsize=None)
 def schedule_of(base: str) -> dict[str, Any] | None:
-    """A valid schedule of base instance ``base`` (FIFO first fit), or None when it has none."""
+    """A valid schedule of base instance ``base`` (FIFO first fit), or None when it has none (or is drawn)."""
+    if base not in bases():
+        return None
     inst = Instance.from_dict(bases()[base])
     try:
         sched, rep = simulate(inst, FifoFirstFit(inst))
@@ -322,7 +346,11 @@ class Case:
 
 @st.composite
 def instance_input(draw: Any, base: str | None = None) -> tuple[bytes, bool, list[str], str]:
-    """(file content, certainly bad, notes, base name) of an instance file."""
+    """(file content, certainly bad, notes, base name) of an instance file: one of the bases, valid, mutated or
+    corrupt, or (without ``base``) one drawn from the generators (base name ``drawn``)."""
+    if base is None and draw(st.integers(0, 4)) == 0:
+        doc = draw(drawn_instance())
+        return json.dumps(doc).encode(), False, [f"drawn {doc['name']} {doc['objective']}"], "drawn"
     name = base or draw(st.sampled_from(sorted(bases())))
     how = draw(st.sampled_from(("valid", "valid", "valid", "mutated", "mutated", "mutated", "corrupt")))
     text = json.dumps(bases()[name]).encode()

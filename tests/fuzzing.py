@@ -5,7 +5,8 @@ up once by :func:`warm_up`); :func:`run_subprocess` runs the installed command. 
 properties of the issue: no traceback, exit code in {0, 1, 2} with its documented meaning (1 only from
 ``replay``, an invalid schedule, from ``evaluate``, a schedule below a proven bound, and from ``suite check``,
 a failed check; 2 for every "bad" case, 0 for every "good" one), one line naming the file or flag on stderr for exit 2, no numpy
-``RuntimeWarning``, nothing written on error (no output, no input file changed), a written file that loads,
+``RuntimeWarning``, nothing written on error (no output, no input file changed), a written file that loads (a
+written schedule also replays valid, claims included, on the case's instance),
 what the case's own ``check`` finds wrong in its output (a live plan: every job once, no GPU held twice...),
 and no run past its time limit + 2 s (10 s for verbs without a limit).
 
@@ -35,6 +36,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from jctlab.model import load_instance, load_schedule
+from jctlab.replay import replay
 from jctlab.watchdog import raise_after
 
 from .fuzz_cases import CORE_WEIGHTS, METHODS, Case, bases, core_strategies, extreme, ps_heavy, schedule_of
@@ -184,7 +186,7 @@ def judge(case: Case, o: Outcome, root: Path) -> list[str]:
                for n, data in case.files.items()):
             bad.append("input-changed-on-error")
     elif out is not None and out.exists():
-        if not _output_ok(case, out):
+        if not _output_ok(case, out, root):
             bad.append("unreadable-output")
         elif case.check is not None:
             bad += case.check(out)
@@ -193,14 +195,19 @@ def judge(case: Case, o: Outcome, root: Path) -> list[str]:
     return bad
 
 
-def _output_ok(case: Case, out: Path) -> bool:
-    """Whether the output written on success is what it should be (an instance or schedule that loads, an
-    image, a non-empty text, a folder)."""
+def _output_ok(case: Case, out: Path, root: Path) -> bool:
+    """Whether the output written on success is what it should be (an instance that loads, a schedule that loads and
+    replays valid on the case's instance, an image, a non-empty text, a folder)."""
     kind = case.out_kind or ("instance" if case.verb == "make-instance" else "schedule")
     try:
-        if kind in ("instance", "schedule"):
-            (load_instance if kind == "instance" else load_schedule)(out)
+        if kind == "instance":
+            load_instance(out)
             return True
+        if kind == "schedule":
+            sched = load_schedule(out)
+            # a schedule written on success replays valid on the instance it was made for, its claims included
+            inst = root / "inst.json"
+            return not (sched.segments and inst.is_file()) or replay(load_instance(inst), sched).valid
     except Exception:  # noqa: BLE001 - the file written does not load back
         return False
     if kind == "image":

@@ -19,6 +19,7 @@ from . import __version__, registry
 from . import argtypes as T
 from .errors import InputError
 from .kinds import KINDS
+from .limits import json_safe
 from .model import load_instance, load_schedule, save_instance, save_schedule
 from .replay import Replay, check_references, replay
 from .schema import SCHEMAS
@@ -67,17 +68,6 @@ def _nan_to_none(x: Any) -> Any:
     return None
 
 
-def _json_safe(d: Any) -> Any:
-    import math
-
-    if isinstance(d, float) and not math.isfinite(d):
-        return None
-    if isinstance(d, dict):
-        return {k: _json_safe(v) for k, v in d.items()}
-    if isinstance(d, list):
-        return [_json_safe(v) for v in d]
-    return d
-
 
 # ----------------------------------------------------------------------------- verbs
 
@@ -88,7 +78,7 @@ def cmd_replay(a: argparse.Namespace) -> int:
     rep = replay(inst, sched, source=a.schedule)
     c = sched.claimed
     status = c.status if c else ("feasible" if rep.valid else "error")
-    _print(_json_safe(_summary(inst.name, sched.method, status, rep, c.lower_bound if c else None,
+    _print(json_safe(_summary(inst.name, sched.method, status, rep, c.lower_bound if c else None,
                                c.runtime_s if c else None)), a.json)
     return 0 if rep.valid else 1
 
@@ -134,7 +124,7 @@ def cmd_solve(a: argparse.Namespace, extra: Sequence[str]) -> int:
         summary["error"] = str(res.params["error"])     # why the method did not run (e.g. not applicable)
     if res.params.get("blocks"):                        # solved busy period by busy period (oracle.blocks)
         summary["blocks"] = [{"jobs": b["jobs"], "status": b["status"]} for b in res.params["blocks"]]
-    _print(_json_safe(summary), a.json)
+    _print(json_safe(summary), a.json)
     return 1 if rep is not None and not rep.valid else 0
 
 
@@ -164,7 +154,7 @@ def cmd_simulate(a: argparse.Namespace, extra: Sequence[str]) -> int:
         raise InputError(a.instance, "--policy", str(e)) from None
     if a.out:
         save_schedule(sched, a.out)
-    _print(_json_safe(_summary(inst.name, a.policy, "feasible", rep, None, sched.claimed.runtime_s)), a.json)  # type: ignore[union-attr]
+    _print(json_safe(_summary(inst.name, a.policy, "feasible", rep, None, sched.claimed.runtime_s)), a.json)  # type: ignore[union-attr]
     return 0
 
 

@@ -176,6 +176,19 @@ def _int(s: str) -> int | float:
     return int(s) if len(s) <= 18 else float(s)
 
 
+def json_safe(x: Any) -> Any:
+    """``x`` with every non-finite float (nan, ±inf: not JSON numbers) replaced by None, through dicts, lists and
+    tuples: what a writer with ``allow_nan=False`` can take. A solver's diagnostics may hold one (HiGHS reports a
+    MIP gap of inf when it has no incumbent of its own)."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    return x
+
+
 def loads(data: bytes | str, source: str) -> Any:
     """``json.loads`` for untrusted input: InputError (naming ``source``) for malformed JSON, nesting beyond
     MAX_DEPTH or text that is not UTF-8. Integer literals beyond 18 digits become floats and ``NaN`` /

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from jctlab.errors import InputError
+from jctlab.limits import json_safe
 from jctlab.model import Instance, Schedule
 from jctlab.replay import replay
 from jctlab.result import Result, SolveStatus
@@ -179,7 +180,7 @@ def to_payload(r: Result) -> str:
     return json.dumps({
         "schedule": None if r.schedule is None else r.schedule.to_dict(),
         "objective": r.objective, "lower_bound": r.lower_bound, "status": r.status, "runtime_s": r.runtime_s,
-        "solver": r.solver, "version": r.version, "params": dict(r.params),
+        "solver": r.solver, "version": r.version, "params": json_safe(dict(r.params)),
     }, default=str, allow_nan=False)
 
 

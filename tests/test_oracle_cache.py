@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import threading
 
@@ -85,3 +86,18 @@ def test_default_path_from_env(monkeypatch, tmp_path) -> None:
     assert cache_mod.resolve(True) == tmp_path / "x.sqlite"
     assert cache_mod.resolve("default") == tmp_path / "x.sqlite"
     assert cache_mod.resolve(None) is None
+
+
+def test_a_result_with_non_finite_diagnostics_is_stored_and_read_back(inst, tmp_path) -> None:
+    """HiGHS reports a MIP gap of inf when it has no incumbent of its own: ``jctlab solve --method milp --cache``
+    ended in a traceback storing such a result (fuzz seed 5703, a drawn static instance). The diagnostics are
+    stored with the value as null; the result reads back whole."""
+    r = methods.solve(inst, method="cpsat")
+    odd = r.with_(params={**r.params, "mip_gap": math.inf, "trace": (1.0, math.nan)})
+    c = cache_mod.Cache(tmp_path / "c.sqlite")
+    key = cache_mod.cache_key(inst, "cpsat", {"time_limit": 1.0}, None)
+    c.put(inst, key, "cpsat", odd)
+    got = c.get(inst, key)
+    assert got is not None
+    assert (got.objective, got.lower_bound, got.status) == (r.objective, r.lower_bound, r.status)
+    assert got.params["mip_gap"] is None and got.params["trace"] == [1.0, None]

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from jctlab.lp import pulp
 from jctlab.model import Instance
 
-from ..cbc_log import cbc_log_bound
+from ..cbc_log import cbc_log_bound, cbc_threads
 from ..schedules import job_weights
 from . import symmetry
 from .options import Option, capacities
@@ -247,7 +247,7 @@ def run_solver(prob: pulp.LpProblem, backend: str, time_limit: float | None, thr
     os.close(fd)
     try:
         # tolerances as for HiGHS: with a big-M near the horizon, a binary off by 1e-7 lets a pair overlap 1e-7·M
-        kw = dict(msg=False, gapRel=0.0, gapAbs=0.0, threads=max(1, threads), logPath=log,
+        kw = dict(msg=False, gapRel=0.0, gapAbs=0.0, threads=cbc_threads(threads), logPath=log,
                   options=[f"randomCbcSeed {int(seed) + 1}", "integerTolerance 1e-9", "primalTolerance 1e-9"])
         if time_limit is not None:
             kw["timeLimit"] = max(0.5, float(time_limit))

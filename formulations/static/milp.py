@@ -25,7 +25,7 @@ from jctlab.model import Instance, Schedule
 from jctlab.result import Result
 
 from ..budget import Budget
-from ..cbc_log import cbc_log_bound
+from ..cbc_log import cbc_log_bound, cbc_threads
 from .packing import BackendAnswer, PackingModel
 from .pipeline import StaticParams, solve_static
 
@@ -162,7 +162,7 @@ def cbc_backend(threads: int, seed: int):
         os.close(fd)
         try:
             solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=None if not math.isfinite(left) else max(1, int(left)),
-                                       threads=max(1, threads), gapRel=0.0, gapAbs=0.0, warmStart=warm, logPath=log,
+                                       threads=cbc_threads(threads), gapRel=0.0, gapAbs=0.0, warmStart=warm, logPath=log,
                                        options=[f"randomSeed {seed % 2**31 or 1}", f"randomCbcSeed {seed % 2**31 or 1}"])
             prob.solve(solver)
             with open(log) as f:

@@ -20,6 +20,8 @@ from jctlab import limits as L
 from jctlab.errors import InputError
 from jctlab.model import load_schedule, write_json_atomic
 
+from .cells import METRICS, TIMING
+
 CELLS = "cells.jsonl"
 
 
@@ -76,8 +78,9 @@ class CellStore:
 _TEXT, _NUM, _OPT_NUM, _OPT_TEXT = (str,), (int, float), (int, float, type(None)), (str, type(None))
 ROW_FIELDS: dict[str, tuple[type, ...]] = {
     "instance": _TEXT, "method": _TEXT, "kind": _TEXT, "status": _TEXT, "seed": (int,),
-    "valid": (bool, type(None)), "objective": _OPT_NUM, "lower_bound": _OPT_NUM, "runtime_s": _OPT_NUM,
-    "cell_s": _OPT_NUM, "schedule": _OPT_TEXT, "jcts": (list, type(None)), "error": _OPT_TEXT,
+    "valid": (bool, type(None)), "objective": _OPT_NUM, "lower_bound": _OPT_NUM, "schedule": _OPT_TEXT,
+    "jcts": (list, type(None)), "error": _OPT_TEXT, "bound_class": _OPT_TEXT, "decisions": (int, type(None)),
+    **{f: _OPT_NUM for f in TIMING + METRICS},
 }
 _KEY = re.compile(r"[0-9a-f]{8,64}")
 

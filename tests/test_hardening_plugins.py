@@ -158,7 +158,10 @@ def test_edited_run_folders_are_one_line_errors(micro, capsys):
     cells = micro / RUN / "cells.jsonl"
     rows = cells.read_text().splitlines()
     first = json.loads(rows[0])
-    for edit in ({"objective": "x"}, {"schedule": "../../../etc/passwd"}, {"jcts": ["a"]}):
+    # the timing, metric and decision fields too (fuzz seed 5706: a list as latency_p99_ms was a traceback in the
+    # report's latency plot)
+    for edit in ({"objective": "x"}, {"schedule": "../../../etc/passwd"}, {"jcts": ["a"]}, {"latency_p99_ms": [1]},
+                 {"mean_jct": "x"}, {"decisions": 1.5}, {"cell_s": float("inf")}):
         cells.write_text("\n".join([json.dumps({**first, **edit})] + rows[1:]) + "\n")
         refused(capsys, "report", micro / RUN, names=["cells.jsonl", next(iter(edit))])
         # resuming into it is refused before anything is written

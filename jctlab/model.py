@@ -523,7 +523,8 @@ def _ps_room(cluster: Cluster, ps_cpus: float) -> int:
     """How many parameter servers of ``ps_cpus`` CPUs the cluster's CPUs hold (at most MAX_PS)."""
     if ps_cpus <= 0:
         return L.MAX_PS
-    return min(L.MAX_PS, sum(int(n.cpus / ps_cpus + 1e-9) for n in cluster.nodes))
+    # each node's count capped before int(): a subnormal ps_cpus (in range: > 0) makes the quotient inf
+    return min(L.MAX_PS, sum(int(min(n.cpus / ps_cpus + 1e-9, L.MAX_PS)) for n in cluster.nodes))
 
 
 # --------------------------------------------------------------------------- writers

@@ -207,6 +207,17 @@ def test_max_ps_beyond_what_the_cpus_hold_is_refused(tmp_path, capsys):
     refused(capsys, "solve", write(tmp_path / "i.json", d), "--method", "cpsat", names=("CPUs hold at most",))
 
 
+def test_a_subnormal_ps_cpus_loads(tmp_path, capsys):
+    """Found by the fuzz (seed 5707): ``ps_cpus`` of 1e-320 is in range (> 0), and the count of servers the CPUs
+    hold overflowed in int(inf) while the instance loaded (a traceback). Each node's count is capped first."""
+    d = offline_instance(gpus=4, nodes=2, jobs=2, ps=True, seed=0).to_dict()
+    d["jobs"][1]["ps"]["ps_cpus"] = 1e-320
+    inst = write(tmp_path / "i.json", d)
+    assert load_instance(inst).jobs[1].ps.ps_cpus == 1e-320
+    assert main(["solve", str(inst), "--method", "cpsat", "--time-limit", "2"]) == 0
+    capsys.readouterr()
+
+
 # ----------------------------------------------------------------------------- simulator work
 @pytest.mark.parametrize("restart, rnd, field", [(1e8, None, "cluster.restart_s"), (1e12, None, "cluster.restart_s"),
                                                 (30.0, "1e-9", "restart"), (0.0, "1e-9", "--round")])

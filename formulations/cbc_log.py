@@ -23,7 +23,6 @@ def cbc_log_bound(log: str) -> float | None:
 def cbc_threads(threads: int) -> int | None:
     """CBC's ``threads`` option for ``threads`` threads: None (the option left out) for one. With ``threads 1``
     CBC runs its parallel search with one worker thread, and where the root solves the problem that worker can
-    wait 10 s to start before CBC exits ("Thread 0 used 0 times, waiting to start 10.000211", then "Exiting on
-    maximum time"): a 0.5-s limit then took 10.1 s, once in about 80 runs of a small queue. Left out, CBC
-    searches in its own thread."""
+    wait 10 s to start before CBC exits ("Thread 0 used 0 times, waiting to start 10.000211"), far past a short
+    time limit (docs/hardening.md). Left out, CBC searches in its own thread."""
     return threads if threads > 1 else None

@@ -86,9 +86,8 @@ class PortfolioParams:
     #: small offline instances (:func:`_bnb_applies`): the exact branch and bound runs first with bnb_probe of the
     #: limit (it proves 10-job queues on 4 GPUs in seconds where the models prove none in 30 s); unfinished, the
     #: members get their share of the rest (hinted with its schedule), and it resumes with the last bnb_resume of
-    #: it, pruning below their best schedule. The members' bound there gains little from more time (a quarter
-    #: of it gave the same bounds within 0.5 % on 10-job queues at 10 s), the search's proof all or nothing:
-    #: with 0.4 of the rest, auto proved 6 of 10 where bnb alone proves 8 (docs/oracle-offline.md)
+    #: it, pruning below their best schedule. The members' bound there gains little from more time, while the
+    #: search's proof is all or nothing: so the search gets most of it (measured in docs/oracle-offline.md)
     bnb_probe: float = 0.3
     bnb_resume: float = 0.75
     #: ... on instances with at most this many jobs and options over all jobs, and no binding CPU/memory (more

@@ -68,7 +68,6 @@ def _nan_to_none(x: Any) -> Any:
     return None
 
 
-
 # ----------------------------------------------------------------------------- verbs
 
 
@@ -79,7 +78,7 @@ def cmd_replay(a: argparse.Namespace) -> int:
     c = sched.claimed
     status = c.status if c else ("feasible" if rep.valid else "error")
     _print(json_safe(_summary(inst.name, sched.method, status, rep, c.lower_bound if c else None,
-                               c.runtime_s if c else None)), a.json)
+                              c.runtime_s if c else None)), a.json)
     return 0 if rep.valid else 1
 
 

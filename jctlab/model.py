@@ -12,7 +12,7 @@ import math
 import os
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
@@ -221,10 +221,8 @@ class Allocation:
         _set_mem_gb_per_gpu(self, mem_gb_per_gpu)
 
 
-_set_gpus = Allocation.gpus.__set__                    # type: ignore[attr-defined]
-_set_ps_nodes = Allocation.ps_nodes.__set__            # type: ignore[attr-defined]
-_set_cpus_per_gpu = Allocation.cpus_per_gpu.__set__    # type: ignore[attr-defined]
-_set_mem_gb_per_gpu = Allocation.mem_gb_per_gpu.__set__  # type: ignore[attr-defined]
+_set_gpus, _set_ps_nodes, _set_cpus_per_gpu, _set_mem_gb_per_gpu = (getattr(Allocation, f.name).__set__
+                                                                    for f in fields(Allocation))
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,10 +243,7 @@ class Segment:
         return self.alloc.gpus
 
 
-_set_job = Segment.job.__set__          # type: ignore[attr-defined]
-_set_start = Segment.start.__set__      # type: ignore[attr-defined]
-_set_end = Segment.end.__set__          # type: ignore[attr-defined]
-_set_alloc = Segment.alloc.__set__      # type: ignore[attr-defined]
+_set_job, _set_start, _set_end, _set_alloc = (getattr(Segment, f.name).__set__ for f in fields(Segment))
 
 
 @dataclass(frozen=True)

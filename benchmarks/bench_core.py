@@ -18,7 +18,7 @@ from jctlab.generators import offline_instance
 from jctlab.loaders import default_data_dir
 from jctlab.policies import FifoFirstFit
 from jctlab.registry import policy_factory
-from jctlab.replay import engine_run, replay, segments_by_job
+from jctlab.replay import checked_segments, engine_run, replay
 from jctlab.simulate import simulate
 
 
@@ -50,8 +50,9 @@ def test_replay_of_many_segments(benchmark, nonsticky_schedule, path):
     """The same checked segments replayed in closed form (it applies: no interference) and by the engine
     (``engine_run``), warm calls: the closed form's speed-up where a schedule has many segments."""
     inst, sched = nonsticky_schedule
-    per_job = segments_by_job(inst, sched)
-    done = benchmark(closed_form if path == "closed-form" else engine_run, inst, per_job, frozenset())
+    cols = checked_segments(inst, sched)
+    done = (benchmark(closed_form, inst, cols, frozenset()) if path == "closed-form"
+            else benchmark(engine_run, inst, cols.per_job(), frozenset()))
     assert done is not None
     benchmark.extra_info["segments"] = len(sched.segments)
     benchmark.extra_info["us_per_segment"] = benchmark.stats.stats.mean / len(sched.segments) * 1e6

@@ -25,6 +25,10 @@ numbers are equal, the engine's operations in the same order for each job:
   (a stop at ``e`` frees it for a start at ``s ≥ e``: at equal times the engine stops before it starts);
 * GPU-seconds add ``(release − start) · #GPUs`` per segment in the job's order, from 0.0.
 
+It computes on arrays (:mod:`jctlab.columns`), every segment at once, with the engine's float operations: IEEE
+arithmetic is the same in numpy, ``max(a, b)`` is written as the comparison Python makes, and each sum over a job's
+segments is a running sum (``np.cumsum`` adds one term at a time, in order, as the engine does).
+
 CPU and memory: every segment at the nodes' fair share (null levels, no parameter server), and each node's fair
 shares exact in binary (multiples of 1/1024) with ``GPUs × share ≤ capacity``. Then every sum the engine forms is
 exact, and with no GPU held twice a node never holds more than its capacity, so the engine's capacity check
@@ -34,11 +38,12 @@ cannot fail. Otherwise (levels, servers, shares such as 10 CPUs / 3 GPUs whose s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import repeat
-from operator import itemgetter
 
-from .engine import EPS, earliest_start, time_tol, uses_every_type
-from .model import Instance, Segment
+import numpy as np
+
+from .columns import Columns
+from .engine import EPS, earliest_start, uses_every_type
+from .model import Instance
 from .resources import exact_fair_shares
 from .speed import BaseTimes, SpeedError
 
@@ -60,94 +65,193 @@ def applies(inst: Instance) -> bool:
             and all(map(exact_fair_shares, cl.nodes)))
 
 
-def closed_form(inst: Instance, per_job: list[list[Segment]], resumed: frozenset[int] = frozenset()) -> Progress | None:
-    """The engine's :class:`Progress` on ``per_job`` (each job's segments in time order, as replay checked them:
-    at least one, ends after starts, only the last without an end), or None where it cannot show that the
-    engine accepts them (module docstring). ``resumed``: jobs whose first segment pays ``restart_s``."""
+def closed_form(inst: Instance, cols: Columns, resumed: frozenset[int] = frozenset(),
+                base_times: BaseTimes | None = None) -> Progress | None:
+    """The engine's :class:`Progress` on the segments ``cols`` (as replay checked them: each job has at least one,
+    in time order, ends after starts, only the last without an end), or None where it cannot show that the engine
+    accepts them (module docstring). ``resumed``: jobs whose first segment pays ``restart_s``. ``base_times``: the
+    speed model's memo of this instance, if a run already has one (it is pure: any memo gives the same times)."""
     if not applies(inst):
         return None
-    cl = inst.cluster
-    gpu_node = {g.id: g.node for g in cl.gpus}
-    gpu_type = {g.id: g.type for g in cl.gpus}
-    types = cl.gpu_types
-    base_of = BaseTimes(inst.jobs, cl).get
-    restart_s = cl.restart_s
-    static = inst.problem == "static"
-    n = len(inst.jobs)
-    completion: list[float] = [0.0] * n
-    gpu_seconds: list[float] = [0.0] * n
-    held: list[tuple[float, float, bool, tuple[str, ...]]] = []   # (start, release, by completion, GPUs)
-    for j, segs in enumerate(per_job):
-        job = inst.jobs[j]
-        iterations, sizes = job.iterations, job.sizes
-        finish_at = iterations * (1 - EPS)                     # the engine's test of a stop that completes
-        earliest = earliest_start(job)
-        any_type = uses_every_type(job, types)
-        resumes = j in resumed
-        progress = 0.0
-        done = None
-        last = len(segs) - 1
-        prev_end = None
-        for k, s in enumerate(segs):
-            t, a = s.start, s.alloc
-            gpus = a.gpus
-            if (t < earliest or (static and t != 0) or a.ps_nodes or a.cpus_per_gpu is not None
-                    or a.mem_gb_per_gpu is not None or len(gpus) not in sizes
-                    or (prev_end is not None and t < prev_end)):
-                return None
-            if len(gpus) == 1:
-                nodes = 1
-            else:
-                if len(set(gpus)) != len(gpus):
-                    return None
-                nodes = len(set(map(gpu_node.__getitem__, gpus)))
-            if not any_type and not all(job.can_use(gpu_type[g]) for g in gpus):
-                return None
-            try:
-                base = base_of(j, a, nodes)
-            except SpeedError:
-                return None
-            begin = t + restart_s if (k or resumes) else t     # max(t, t + restart): restart_s >= 0 (applies)
-            tc = begin + max(0.0, iterations - progress) * base
-            e = s.end
-            tol = 0.0 if e is None else time_tol(e)
-            if e is None or tc <= e + tol:    # the predicted completion comes first
-                if k != last or (e is not None and tc < e - tol):
-                    return None
-                done = release = tc
-                by_completion = True
-            else:                                       # the stop at e
-                if e > begin:
-                    progress += (e - begin) / base
-                release, by_completion = e, False
-                if progress >= finish_at:
-                    if k != last:
-                        return None
-                    done = e
-            gpu_seconds[j] += (release - t) * len(gpus)          # max(0, ·) of the engine: release >= t here
-            held.append((t, release, by_completion, gpus))
-            prev_end = e
-        if done is None:
-            return None
-        completion[j] = done
-    if not _gpus_held_once(held):
+    jobs, cl = inst.jobs, inst.cluster
+    count, first_of = cols.count, cols.first
+    if not jobs or not cols.fair or not count.all():
+        return Progress([], [], []) if not jobs else None
+    if (not _sizes_allowed(inst, cols.job, cols.size) or not _types_allowed(inst, cols)
+            or (inst.problem == "static" and (cols.start != 0).any())):
         return None
-    return Progress(completion, [segs[0].start for segs in per_job], gpu_seconds)
+    try:
+        base = _base_times(inst, cols, _nodes_touched(inst, cols), base_times or BaseTimes(jobs, cl))
+    except SpeedError:
+        return None
+    # in job order from here on: each job's segments together, in time order
+    o = cols.by_job
+    job, t, e, size, base = cols.job[o], cols.start[o], cols.end[o], cols.size[o], base[o]
+    ends = ~np.isnan(e)
+    first = np.zeros(len(t), bool)
+    first[first_of] = True
+    last_of = first_of + count - 1
+    last = np.zeros(len(t), bool)
+    last[last_of] = True
+    if ((t < np.array([earliest_start(jb) for jb in jobs])[job]).any()
+            or (t[1:] < e[:-1])[~first[1:]].any()):                      # starts before the job's previous end
+        return None
+    pays = ~first
+    if resumed:
+        pays[first_of[sorted(resumed)]] = True
+    begin = np.where(pays, t + cl.restart_s, t)     # max(t, t + restart): restart_s >= 0 (applies)
+    with np.errstate(invalid="ignore"):
+        gain = np.where(ends & (e > begin), (e - begin) / base, 0.0)
+    after = _running_sums(gain, count, first_of)    # each job's progress after each of its segments
+    before = np.zeros(len(t))
+    before[1:] = after[:-1]
+    before[first] = 0.0
+    iterations = np.array([jb.iterations for jb in jobs])
+    left = iterations[job] - before
+    tc = begin + np.where(left > 0.0, left, 0.0) * base            # the engine's predicted completion
+    tol = np.where(ends, time_tols(e), 0.0)
+    with np.errstate(invalid="ignore"):
+        by_completion = ~ends | (tc <= e + tol)                     # the predicted completion comes first
+        done_at_stop = after >= (iterations * (1 - EPS))[job]         # the engine's test of a stop that completes
+    if (by_completion > last).any() or (done_at_stop > last).any():  # a segment after the job's completion
+        return None
+    completes = by_completion[last_of]
+    if ((ends[last_of] & completes & (tc[last_of] < e[last_of] - tol[last_of])).any()   # ends past its completion
+            or not (completes | done_at_stop[last_of]).all()):                   # its work is never done
+        return None
+    release = np.where(by_completion, tc, e)
+    if not _gpus_held_once(cols, _unsorted(release, o), _unsorted(by_completion, o)):
+        return None
+    gpu_seconds = _running_sums((release - t) * size, count, first_of)[last_of]
+    completion = np.where(completes, tc[last_of], e[last_of])
+    return Progress(completion.tolist(), t[first_of].tolist(), gpu_seconds.tolist())
 
 
-def _gpus_held_once(held: list[tuple[float, float, bool, tuple[str, ...]]]) -> bool:
-    """Whether, segment by segment in start order (``held`` is sorted so), each GPU is free when the segment starts: released by a stop
-    at or before the start, or by a completion within the engine's tolerance of it; two segments starting on
-    one GPU at the same time are left to the engine (its event order decides)."""
-    busy: dict[str, tuple[float, float, bool, tuple[str, ...]]] = {}     # GPU -> its last segment so far
-    last_of = busy.get
-    held.sort(key=itemgetter(0))
-    for h in held:
-        t = h[0]
-        for prev in map(last_of, h[3]):
-            # prev starts at or before t; it is in the way if it starts at t too, or is released after t other than
-            # by a completion within the tolerance
-            if prev is not None and (prev[0] == t or (prev[1] > t and not (prev[2] and prev[1] <= t + time_tol(t)))):
-                return False
-        busy.update(zip(h[3], repeat(h)))
+def _unsorted(x: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``x``, given in ``order``, back in the schedule's order."""
+    out = np.empty_like(x)
+    out[order] = x
+    return out
+
+
+def _sizes_allowed(inst: Instance, job: np.ndarray, size: np.ndarray) -> bool:
+    """Whether every segment's number of GPUs is one its job allows (each (job, size) pair looked at once)."""
+    width = int(size.max()) + 1
+    for key in np.unique(job * width + size).tolist():
+        j, k = divmod(key, width)
+        if k not in inst.jobs[j].sizes:
+            return False
     return True
+
+
+def _types_allowed(inst: Instance, cols: Columns) -> bool:
+    """Whether every GPU of a segment has a type its job can use (looked at only for jobs that cannot use all)."""
+    jobs, cl = inst.jobs, inst.cluster
+    limited = [j for j, jb in enumerate(jobs) if not uses_every_type(jb, cl.gpu_types)]
+    if not limited:
+        return True
+    type_of = [g.type for g in cl.gpus]
+    gpus = [a.gpus for a in cols.allocs]
+    index = {g.id: i for i, g in enumerate(cl.gpus)}
+    mine = np.isin(cols.job, limited)
+    return all(jobs[j].can_use(type_of[index[g]])
+               for i, j in zip(np.flatnonzero(mine).tolist(), cols.job[mine].tolist()) for g in gpus[i])
+
+
+def _nodes_touched(inst: Instance, cols: Columns) -> np.ndarray:
+    """How many distinct nodes each segment's GPUs are on: the bits of its nodes' indices, 64 nodes at a time,
+    or-ed over its GPUs and counted."""
+    cl, size = inst.cluster, cols.size
+    node_index = {nd.name: i for i, nd in enumerate(cl.nodes)}
+    node_of = np.array([node_index[g.node] for g in cl.gpus], np.uint64)
+    nodes = np.ones(len(size), np.intp)
+    for lo, hi, rlo, rhi in _chunks(size):
+        multi = size[lo:hi] > 1
+        if not multi.any():
+            continue
+        sizes = size[lo:hi]
+        row_node = node_of[cols.gpu[rlo:rhi][np.repeat(multi, sizes)]]
+        offsets = np.zeros(int(multi.sum()), np.intp)
+        np.cumsum(sizes[multi][:-1], out=offsets[1:])
+        count = np.zeros(len(offsets), np.intp)
+        for word in range((len(cl.nodes) + 63) // 64):
+            bits = np.where(row_node >> 6 == word, np.left_shift(np.uint64(1), row_node & np.uint64(63)), np.uint64(0))
+            count += _POPCOUNT[np.bitwise_or.reduceat(bits, offsets).view(np.uint8)].reshape(-1, 8).sum(1)
+        nodes[lo:hi][multi] = count
+    return nodes
+
+
+_POPCOUNT = np.array([b.bit_count() for b in range(256)], np.intp)
+
+
+def _base_times(inst: Instance, cols: Columns, nodes: np.ndarray, memo: BaseTimes) -> np.ndarray:
+    """Each segment's base iteration time, from ``memo`` (raises SpeedError where the model refuses one)."""
+    job, allocs, size = cols.job, cols.allocs, cols.size
+    if not memo.simple:
+        return np.array([memo.get(j, a, k) for j, a, k in zip(job.tolist(), allocs, nodes.tolist())])
+    # one GPU profile and fair shares: the time depends on (job, #GPUs, nodes) alone, the memo's own key there
+    key = (job * (int(size.max()) + 1) + size) * (int(nodes.max()) + 1) + nodes
+    _, one, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return np.array([memo.get(j, allocs[i], k) for i, j, k in zip(one.tolist(), job[one].tolist(),
+                                                                    nodes[one].tolist())])[inverse]
+
+
+def _running_sums(x: np.ndarray, count: np.ndarray, first_of: np.ndarray) -> np.ndarray:
+    """Each job's running sum of ``x`` over its segments, added one term at a time from the first, as the engine
+    adds them (``np.cumsum`` adds in order; a sum over the whole array would pair terms and round differently)."""
+    out = x.copy()
+    many = count > 1
+    for a, k in zip(first_of[many].tolist(), count[many].tolist()):
+        np.cumsum(x[a:a + k], out=out[a:a + k])
+    return out
+
+
+def time_tols(t: np.ndarray) -> np.ndarray:
+    """:func:`jctlab.engine.time_tol` of each time, with its float operations (``max(1.0, |t|)`` as Python takes it)."""
+    a = np.abs(t)
+    return EPS * np.where(a > 1.0, a, 1.0)
+
+
+def _gpus_held_once(cols: Columns, release: np.ndarray, by_completion: np.ndarray) -> bool:
+    """Whether, segment by segment in start order, each GPU is free when the segment starts: released by the GPU's
+    previous segment with a stop at or before the start, or by a completion within the engine's tolerance of it;
+    two segments starting on one GPU at the same time are left to the engine (its event order decides), and so is
+    a segment that names a GPU twice (its two rows start at the same time)."""
+    t, size = cols.start, cols.size
+    n = len(t)
+    by_start = np.argsort(t, kind="stable")
+    rank = np.empty(n, np.int64)
+    rank[by_start] = np.arange(n)
+    # one row per (segment, GPU) held, keyed GPU × n + rank and sorted: each GPU's segments in the order they start
+    rows = cols.gpu.astype(np.int64)
+    for lo, hi, rlo, rhi in _chunks(size):
+        rows[rlo:rhi] *= n
+        rows[rlo:rhi] += np.repeat(rank[lo:hi], size[lo:hi])
+    rows.sort()
+    for lo in range(0, len(rows) - 1, _CHUNK):       # in chunks: small temporaries, reused, not fresh pages
+        gpu, seg = np.divmod(rows[lo:lo + _CHUNK + 1], n)
+        seg = by_start[seg]
+        at, held_to = t[seg], release[seg]
+        nxt = at[1:]
+        clash = ((held_to[:-1] > nxt) | (at[:-1] == nxt)) & (gpu[1:] == gpu[:-1])
+        if clash.any():       # held past the next start: fine only if by a completion within the tolerance
+            i = np.flatnonzero(clash)
+            nx, held = nxt[i], held_to[i]
+            if not ((at[i] != nx) & by_completion[seg[i]] & (held <= nx + time_tols(nx))).all():
+                return False
+    return True
+
+
+_CHUNK = 1 << 18      # rows at a time where the work is row by row
+
+
+def _chunks(size: np.ndarray):
+    """(first segment, end segment, first row, end row) of consecutive groups of segments, about ``_CHUNK`` rows each
+    (the rows of segment i are its ``size[i]`` GPUs, one segment after another)."""
+    ends = np.cumsum(size)
+    lo = 0
+    while lo < len(size):
+        row0 = int(ends[lo - 1]) if lo else 0
+        hi = max(lo + 1, int(np.searchsorted(ends, row0 + _CHUNK, side="right")))
+        yield lo, hi, row0, int(ends[hi - 1])
+        lo = hi

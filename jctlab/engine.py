@@ -115,6 +115,11 @@ class Engine:
         return self._free
 
     @property
+    def base_times(self) -> BaseTimes:
+        """The speed model's memo of base iteration times, as the starts so far filled it (pure: a replay may use it)."""
+        return self._base
+
+    @property
     def cpu_used(self) -> dict[str, float]:
         """node -> CPUs held there now (SPEC §4)."""
         self._account_nodes()

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from itertools import chain
 
-from .closed_form import Progress, closed_form
+import numpy as np
+
+from .closed_form import Progress, closed_form, time_tols
+from .columns import Columns, read_segments
 from .engine import Engine, time_tol
-from .errors import InputError, InvalidSchedule
+from .errors import InvalidSchedule
 from .metrics import compute_metrics, objective_value
 from .model import Instance, Schedule, Segment
+from .speed import BaseTimes
 
 OBJECTIVE_RTOL = 1e-6
 
@@ -32,37 +35,29 @@ class Replay:
 
 
 def check_references(inst: Instance, sched: Schedule, source: str = "<schedule>") -> None:
-    if sched.instance != inst.name:
-        raise InputError(source, "instance", f"schedule is for instance {sched.instance!r}, not {inst.name!r}")
-    gpu, node = inst.cluster.gpu, inst.cluster.node
-    segs = sched.segments
-    allocs = [s.alloc for s in segs]
-    if (inst.job.keys() >= {s.job for s in segs} and gpu.keys() >= set(chain.from_iterable(a.gpus for a in allocs))
-            and node.keys() >= set(chain.from_iterable(a.ps_nodes for a in allocs))):
-        return
-    for i, s in enumerate(segs):       # name the first reference at fault
-        if s.job not in inst.job:
-            raise InputError(source, f"segments[{i}].job", f"unknown job {s.job!r}")
-        for k, g in enumerate(s.alloc.gpus):
-            if g not in gpu:
-                raise InputError(source, f"segments[{i}].gpus[{k}]", f"unknown GPU id {g!r}")
-        for k, n in enumerate(s.alloc.ps_nodes):
-            if n not in node:
-                raise InputError(source, f"segments[{i}].ps_nodes[{k}]", f"unknown node {n!r}")
+    """:class:`InputError` naming the first reference of ``sched`` that does not resolve in ``inst``."""
+    read_segments(inst, sched, source)
 
 
 def replay(inst: Instance, sched: Schedule, source: str = "<schedule>", with_fairness: bool = True,
-           with_metrics: bool = True, resumed: frozenset[str] = frozenset()) -> Replay:
+           with_metrics: bool = True, resumed: frozenset[str] = frozenset(),
+           base_times: BaseTimes | None = None) -> Replay:
     """Check ``sched`` and compute its objective, completions and (``with_metrics``) its metrics.
     ``resumed`` names jobs that ran before time 0 (the live scheduler's preempted jobs): their first
-    segment pays ``restart_s``, as every later segment of a preemptive schedule does."""
-    check_references(inst, sched, source)
+    segment pays ``restart_s``, as every later segment of a preemptive schedule does. ``base_times``: the
+    speed model's memo of ``inst`` where a run already has one (a simulation's engine), else a new one."""
+    cols = read_segments(inst, sched, source)
     try:
-        done, per_job = _run(inst, sched, frozenset(inst.index[j] for j in resumed))
+        check_order(inst, cols)
+        # in closed form where it applies (the engine's numbers without its events), else by the engine
+        resumed_ix = frozenset(inst.index[j] for j in resumed)
+        done = closed_form(inst, cols, resumed_ix, base_times)
+        if done is None:
+            done = engine_run(inst, cols.per_job(), resumed_ix)
     except InvalidSchedule as e:
         return Replay(False, str(e))
     completion = done.completion
-    preemptions = sum(len(v) - 1 for v in per_job)
+    preemptions = len(cols.segments) - len(inst.jobs)      # every job has a segment (check_order)
     metrics = (compute_metrics(inst, completion, done.first_start, done.gpu_seconds, preemptions, with_fairness)
                if with_metrics else {})
     obj = objective_value(inst, completion)
@@ -76,21 +71,36 @@ def replay(inst: Instance, sched: Schedule, source: str = "<schedule>", with_fai
     return Replay(True, None, obj, comp, metrics)
 
 
-def _run(inst: Instance, sched: Schedule, resumed: frozenset[int] = frozenset()) -> tuple[Progress, list[list[Segment]]]:
-    """Each job's segments checked for their order, then replayed: in closed form where it applies
-    (:mod:`jctlab.closed_form`, the engine's numbers without its events), else by the engine."""
-    per_job = segments_by_job(inst, sched)
-    done = closed_form(inst, per_job, resumed)
-    return (done if done is not None else engine_run(inst, per_job, resumed)), per_job
+def checked_segments(inst: Instance, sched: Schedule) -> Columns:
+    """``sched``'s segments read (:func:`jctlab.columns.read_segments`) and their order checked (:func:`check_order`)."""
+    cols = read_segments(inst, sched)
+    check_order(inst, cols)
+    return cols
 
 
-def segments_by_job(inst: Instance, sched: Schedule) -> list[list[Segment]]:
-    """Each job's segments, in time order as the rules of a segment list require (else InvalidSchedule); the
-    schedule's references must resolve (:func:`check_references`)."""
-    per_job: list[list[Segment]] = [[] for _ in inst.jobs]
-    index = inst.index
-    for s in sched.segments:
-        per_job[index[s.job]].append(s)
+def check_order(inst: Instance, cols: Columns) -> None:
+    """The rules on each job's list of segments, else :class:`InvalidSchedule` naming the first job at fault: at least
+    one segment; one, without an end, in a schedule that is not preemptive; only the last without an end; each
+    ending after it starts, and starting when the one before ends or later (within the tolerance). Checked on
+    arrays; where a rule fails, :func:`_name_the_order_fault` finds the first fault, segment by segment."""
+    count = cols.count
+    ok = bool(count.all())
+    if ok and inst.problem != "preemptive":
+        ok = bool((count == 1).all()) and bool(np.isnan(cols.end).all())
+    elif ok:
+        t, e = cols.start[cols.by_job], cols.end[cols.by_job]     # each job's segments together
+        ends = ~np.isnan(e)
+        has_next = np.ones(len(t), bool)
+        has_next[cols.first + count - 1] = False          # each job's last segment
+        nxt = t[1:][has_next[:-1]]
+        ok = not ((~ends & has_next).any() or (e[ends] <= t[ends]).any()
+                  or (nxt < e[:-1][has_next[:-1]] - time_tols(nxt)).any())
+    if not ok:
+        _name_the_order_fault(inst, cols.per_job())
+
+
+def _name_the_order_fault(inst: Instance, per_job: list[list[Segment]]) -> None:
+    """:func:`check_order`'s rules job by job, segment by segment: InvalidSchedule at the first fault."""
     for j, segs in enumerate(per_job):
         name = inst.jobs[j].name
         if not segs:
@@ -112,7 +122,6 @@ def segments_by_job(inst: Instance, sched: Schedule) -> list[list[Segment]]:
             if k and start < prev_end - time_tol(start):
                 raise InvalidSchedule(f"job {name}: segment {k} starts before segment {k - 1} ends (segments in time order)")
             prev_end = end   # type: ignore[assignment]
-    return per_job
 
 
 def engine_run(inst: Instance, per_job: list[list[Segment]], resumed: frozenset[int]) -> Progress:

@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterable, Protocol, Sequence, Union, runtime_checkable
 
+import numpy as np
+
 from .engine import Engine
 from .errors import InputError, InvalidSchedule
 from .limits import MAX_RESTART_ROUNDS, MAX_ROUNDS
@@ -132,7 +134,9 @@ class Simulator:
         self._open: dict[int, tuple[float, Allocation]] = {}
         self._names = [job.name for job in inst.jobs]
         self._segments: list[Segment] = []
-        self._seg_keys: list[tuple[float, int]] = []   # (start, job index) of each segment: the emit order
+        # each segment's start and job index: the schedule lists the segments by (start, job)
+        self._seg_start: list[float] = []
+        self._seg_job: list[int] = []
         self.decisions = 0
         self._order = sorted(range(len(inst.jobs)), key=lambda j: (inst.jobs[j].arrival, j))
         self._ai = 0                          # next arrival in _order
@@ -225,10 +229,10 @@ class Simulator:
     def finish(self, runtime: float) -> tuple[Schedule, Replay]:
         """The schedule of the finished run, replayed, claiming the replayed objective."""
         inst = self.inst
-        keys, made = self._seg_keys, self._segments
-        segs = tuple(made[i] for i in sorted(range(len(made)), key=keys.__getitem__))
+        order = np.lexsort((np.array(self._seg_job, np.intp), np.array(self._seg_start, float)))   # stable
+        segs = tuple(map(self._segments.__getitem__, order.tolist()))
         sched = Schedule(inst.name, self.method, segs)
-        rep = replay(inst, sched)
+        rep = replay(inst, sched, base_times=self.engine.base_times)
         if not rep.valid:
             raise PolicyError(f"policy {self.method} produced an invalid schedule: {rep.error}")
         sched = sched.with_claim(Claimed(rep.objective, None, "feasible", runtime))
@@ -280,7 +284,8 @@ class Simulator:
     def _close(self, j: int, end: float | None) -> None:
         start, alloc = self._open.pop(j)
         self._segments.append(Segment(self._names[j], start, end, alloc))
-        self._seg_keys.append((start, j))
+        self._seg_start.append(start)
+        self._seg_job.append(j)
 
 
 @contextmanager

@@ -30,7 +30,7 @@ from jctlab.model import (
     Segment,
 )
 from jctlab.registry import policy_factory
-from jctlab.replay import engine_run, replay, segments_by_job
+from jctlab.replay import checked_segments, engine_run, replay
 from jctlab.simulate import simulate
 
 POLICIES = ("fifo+random-nonsticky", "srtf+packed-nonsticky", "las+packed-sticky", "fifo-firstfit")
@@ -66,10 +66,10 @@ def simulated(draw):
 def test_on_simulated_schedules_it_is_taken_and_equals_the_engine(case):
     inst, sched, _ = case        # (as simulated: a resumed job's restart would move its completion)
     assert applies(inst)
-    per_job = segments_by_job(inst, sched)
-    got = closed_form(inst, per_job)
+    cols = checked_segments(inst, sched)
+    got = closed_form(inst, cols)
     assert got is not None
-    assert got == engine_run(inst, per_job, frozenset())
+    assert got == engine_run(inst, cols.per_job(), frozenset())
 
 
 def _mutate(draw, inst: Instance, sched: Schedule) -> tuple[Segment, ...]:
@@ -103,12 +103,12 @@ def test_on_mutated_schedules_a_result_means_the_engine_accepts_with_the_same_nu
     inst, sched, resumed = case
     mutated = dataclasses.replace(sched, segments=_mutate(data.draw, inst, sched))
     try:
-        per_job = segments_by_job(inst, mutated)
+        cols = checked_segments(inst, mutated)
     except InvalidSchedule:
         assume(False)
-    got = closed_form(inst, per_job, resumed)
+    got = closed_form(inst, cols, resumed)
     if got is not None:
-        assert got == _engine_verdict(inst, per_job, resumed)
+        assert got == _engine_verdict(inst, cols.per_job(), resumed)
 
 
 def _job(name: str) -> Job:
@@ -133,31 +133,31 @@ def test_a_gpu_freed_by_a_completion_within_the_tolerance_or_by_a_stop_at_the_ne
     for gap, ok in ((1e-12, True), (1e-3, False)):
         sched = Schedule("x", "t", (Segment("a", 0.0, None, Allocation(("n:0",))),
                                     Segment("b", 10.0 - gap, None, Allocation(("n:0",)))))
-        per_job = segments_by_job(inst, sched)
-        got = closed_form(inst, per_job)
+        cols = checked_segments(inst, sched)
+        got = closed_form(inst, cols)
         assert (got is not None) == ok
-        assert got == _engine_verdict(inst, per_job, frozenset())
+        assert got == _engine_verdict(inst, cols.per_job(), frozenset())
         assert replay(inst, sched).valid == ok
     # a stop frees the GPU at its time, with no tolerance: at equal times the engine stops, then starts
     for gap, ok in ((0.0, True), (1e-12, False)):
         sched = Schedule("x", "t", (Segment("a", 0.0, 4.0, Allocation(("n:0",))),
                                     Segment("b", 4.0 - gap, None, Allocation(("n:0",))),
                                     Segment("a", 4.0, None, Allocation(("n:1",)))))
-        per_job = segments_by_job(inst, sched)
-        got = closed_form(inst, per_job)
+        cols = checked_segments(inst, sched)
+        got = closed_form(inst, cols)
         assert (got is not None) == ok
-        assert got == _engine_verdict(inst, per_job, frozenset())
+        assert got == _engine_verdict(inst, cols.per_job(), frozenset())
         assert replay(inst, sched).valid == ok
 
 
 def test_a_resumed_job_pays_the_restart_on_its_first_segment():
     inst = Instance("x", "preemptive", "mean_jct", dataclasses.replace(_cluster(8.0), restart_s=30.0), (_job("a"),))
     sched = Schedule("x", "t", (Segment("a", 5.0, 10.0, Allocation(("n:0",))), Segment("a", 10.0, None, Allocation(("n:1",)))))
-    per_job = segments_by_job(inst, sched)
+    cols = checked_segments(inst, sched)
     # the second segment pays 30 s; the first does 5 of the job's 10 s, or nothing when it pays them too
     for resumed, completion in ((frozenset(), 45.0), (frozenset({0}), 50.0)):
-        got = closed_form(inst, per_job, resumed)
-        assert got is not None and got == engine_run(inst, per_job, resumed)
+        got = closed_form(inst, cols, resumed)
+        assert got is not None and got == engine_run(inst, cols.per_job(), resumed)
         assert got.completion[0] == pytest.approx(completion)
 
 
@@ -165,10 +165,10 @@ def test_parameter_servers_and_cpu_levels_go_to_the_engine():
     inst = offline_instance(gpus=8, nodes=2, jobs=6, seed=3, ps=True, problem="preemptive")
     sched, rep = simulate(inst, policy_factory("fifo-firstfit")(inst, seed=0))
     assert rep.valid and any(s.alloc.ps_nodes for s in sched.segments)
-    assert closed_form(inst, segments_by_job(inst, sched)) is None
+    assert closed_form(inst, checked_segments(inst, sched)) is None
     inst2, sched2 = _simulated(1, 4, 4, 30.0, "fifo-firstfit")
     leveled = dataclasses.replace(sched2, segments=tuple(
         dataclasses.replace(s, alloc=dataclasses.replace(s.alloc, cpus_per_gpu=4.0, mem_gb_per_gpu=32.0))
         for s in sched2.segments))
-    assert closed_form(inst2, segments_by_job(inst2, leveled)) is None
+    assert closed_form(inst2, checked_segments(inst2, leveled)) is None
     assert not replay(inst2, leveled).valid     # no cpu_mem table: the engine refuses the level

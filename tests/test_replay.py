@@ -5,10 +5,13 @@ from __future__ import annotations
 import copy
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
-from jctlab.errors import InputError
+from jctlab.columns import read_segments
+from jctlab.errors import InputError, InvalidSchedule
 from jctlab.model import Instance, Schedule
-from jctlab.replay import replay
+from jctlab.replay import _name_the_order_fault, check_order, replay
 
 from .conftest import tiny_dict
 
@@ -183,3 +186,43 @@ def test_replay_does_not_mutate_and_is_repeatable(tiny):
     before = copy.deepcopy(s.to_dict())
     r1, r2 = replay(tiny, s), replay(tiny, s)
     assert r1 == r2 and s.to_dict() == before
+
+
+@st.composite
+def segment_lists(draw):
+    """Each job's segments as a chain: a start, then per segment a length (or no end) and a gap to the next start,
+    the gaps around the tolerance (start − previous end within ±1.2 ε·|start|); the jobs' lists interleaved."""
+    out = []
+    for job in ("a", "b"):
+        t = draw(st.sampled_from([0.0, 5.0, 1e12]))
+        for _ in range(draw(st.integers(0 if job == "b" else 1, 3))):
+            length = draw(st.sampled_from([None, 3.0, 1e-3, 0.0, -1e-3]))
+            end = None if length is None else t + length
+            out.append((job, t, end))
+            base = t if end is None else end
+            t = base + draw(st.sampled_from([-1.2e-9, -0.8e-9, 0.0, 1.0, -1.0])) * max(1.0, abs(base))
+    return draw(st.permutations(out))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["offline", "preemptive"]), segment_lists())
+@example("offline", [("a", 0.0, None), ("a", 5.0, None), ("b", 0.0, None)])      # two segments, neither ends
+def test_the_order_rules_on_arrays_find_a_fault_where_the_segment_by_segment_loop_does(problem, drawn):
+    """``check_order`` checks a schedule's lists of segments on arrays and leaves naming the fault to the loop over
+    segments; it must see a fault exactly where the loop does (else it would pass a schedule the rules refuse)."""
+    d = tiny_dict()
+    d["problem"] = problem
+    inst = Instance.from_dict(d)
+    s = sched([seg(j, max(0.0, start), ["n0:0"], None if end is None else max(0.0, end)) for j, start, end in drawn])
+    cols = read_segments(inst, s)
+    try:
+        _name_the_order_fault(inst, cols.per_job())
+        loop = None
+    except InvalidSchedule as e:
+        loop = str(e)
+    try:
+        check_order(inst, cols)
+        arrays = None
+    except InvalidSchedule as e:
+        arrays = str(e)
+    assert arrays == loop

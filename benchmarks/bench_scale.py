@@ -9,9 +9,8 @@ reports, but not the verdict. The full cost curve of every policy is ``scripts/s
 - The whole trace (82,247 jobs) on 4,096 GPUs: ``fifo+pal`` and ``fifo+pm-first`` under 60 s each.
 - 8,000 jobs on 512 GPUs: every queue + placement policy within 10x of ``fifo+packed-sticky``.
   ``random-nonsticky`` re-draws every job's GPUs every round: about 950,000 segments, 120x the
-  baseline's 8,000, each started and stopped in the simulation and again in the replay. Its cost is
-  that output's (10.0-10.9x measured, docs/scale.md), so its cases fail without a regression: they are
-  marked ``xfail`` (not strict).
+  baseline's 8,000, each started and stopped in the simulation and read again by the replay. It is the
+  closest to the floor (8.4-9.6x measured, docs/scale.md): a busy machine can push it over.
 """
 
 from __future__ import annotations
@@ -32,8 +31,6 @@ DATA = default_data_dir()
 needs_data = pytest.mark.skipif(DATA is None, reason="raw public data not found (Philly trace)")
 
 BASELINE = "fifo+packed-sticky"
-#: at about 10x of the baseline on 8,000 jobs / 512 GPUs, bound by the segments they emit (docs/scale.md)
-OUTPUT_BOUND = {f"{q}+random-nonsticky" for q in QUEUES}
 
 
 def _philly(tmp_path_factory, jobs: int | None, gpus: int) -> str:
@@ -80,18 +77,8 @@ def test_bench_full_trace_4096_gpus(benchmark, full_trace, name):
     assert cpu < 60.0
 
 
-def _within_10x_cases():
-    out = []
-    for q, p in itertools.product(QUEUES, PLACEMENTS):
-        name = f"{q}+{p}"
-        marks = ([pytest.mark.xfail(strict=False, reason="about 950,000 segments: 120x the baseline's output")]
-                 if name in OUTPUT_BOUND else [])
-        out.append(pytest.param(name, marks=marks))
-    return out
-
-
 @needs_data
-@pytest.mark.parametrize("name", _within_10x_cases())
+@pytest.mark.parametrize("name", [f"{q}+{p}" for q, p in itertools.product(QUEUES, PLACEMENTS)])
 def test_bench_8000_jobs_512_gpus_within_10x(benchmark, philly_8k, baseline_cpu, name):
     cpu = benchmark.pedantic(_run, args=(philly_8k, name), rounds=1, iterations=1)
     benchmark.extra_info.update(cpu_s=cpu, baseline_cpu_s=baseline_cpu, ratio=cpu / baseline_cpu)

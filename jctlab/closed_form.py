@@ -37,6 +37,7 @@ cannot fail. Otherwise (levels, servers, shares such as 10 CPUs / 3 GPUs whose s
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,6 +47,9 @@ from .engine import EPS, earliest_start, uses_every_type
 from .model import Instance
 from .resources import exact_fair_shares
 from .speed import BaseTimes, SpeedError
+
+_CHUNK = 1 << 18      # rows (a segment's GPUs) at a time where the work is row by row
+_POPCOUNT = np.array([b.bit_count() for b in range(256)], np.intp)     # set bits of each byte
 
 
 @dataclass(frozen=True)
@@ -181,9 +185,6 @@ def _nodes_touched(inst: Instance, cols: Columns) -> np.ndarray:
     return nodes
 
 
-_POPCOUNT = np.array([b.bit_count() for b in range(256)], np.intp)
-
-
 def _base_times(inst: Instance, cols: Columns, nodes: np.ndarray, memo: BaseTimes) -> np.ndarray:
     """Each segment's base iteration time, from ``memo`` (raises SpeedError where the model refuses one)."""
     job, allocs, size = cols.job, cols.allocs, cols.size
@@ -242,10 +243,7 @@ def _gpus_held_once(cols: Columns, release: np.ndarray, by_completion: np.ndarra
     return True
 
 
-_CHUNK = 1 << 18      # rows at a time where the work is row by row
-
-
-def _chunks(size: np.ndarray):
+def _chunks(size: np.ndarray) -> Iterator[tuple[int, int, int, int]]:
     """(first segment, end segment, first row, end row) of consecutive groups of segments, about ``_CHUNK`` rows each
     (the rows of segment i are its ``size[i]`` GPUs, one segment after another)."""
     ends = np.cumsum(size)

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from jctlab.closed_form import applies, closed_form
+from jctlab.closed_form import _nodes_touched, applies, closed_form
 from jctlab.errors import InvalidSchedule
 from jctlab.generators import offline_instance
 from jctlab.model import (
@@ -70,6 +70,9 @@ def test_on_simulated_schedules_it_is_taken_and_equals_the_engine(case):
     got = closed_form(inst, cols)
     assert got is not None
     assert got == engine_run(inst, cols.per_job(), frozenset())
+    # a wrong count of nodes could go unseen above (the speed memo prices a new key from the allocation itself)
+    node_of = {g.id: g.node for g in inst.cluster.gpus}
+    assert _nodes_touched(inst, cols).tolist() == [len({node_of[g] for g in s.alloc.gpus}) for s in sched.segments]
 
 
 def _mutate(draw, inst: Instance, sched: Schedule) -> tuple[Segment, ...]:
@@ -172,3 +175,21 @@ def test_parameter_servers_and_cpu_levels_go_to_the_engine():
         for s in sched2.segments))
     assert closed_form(inst2, checked_segments(inst2, leveled)) is None
     assert not replay(inst2, leveled).valid     # no cpu_mem table: the engine refuses the level
+
+
+def test_nodes_counted_past_64_nodes():
+    """The closed form counts a segment's nodes 64 at a time (bits of their indices): random placement on 80 nodes
+    of 2 GPUs spreads 8-GPU jobs over nodes of both words; the counts must be the nodes' and the engine's numbers
+    must still come out."""
+    inst = offline_instance(gpus=160, nodes=80, jobs=40, seed=3, variability=0.1, locality_penalty=1.3, max_size=8,
+                            problem="preemptive", restart_s=30.0, interarrival_s=120.0)
+    sched, rep = simulate(inst, policy_factory("fifo+random-nonsticky")(inst, seed=1))
+    assert rep.valid, rep.error
+    cols = checked_segments(inst, sched)
+    node_of = {g.id: g.node for g in inst.cluster.gpus}
+    first_64 = {n.name for n in inst.cluster.nodes[:64]}
+    on = [{node_of[g] for g in s.alloc.gpus} for s in sched.segments]
+    assert max(map(len, on)) >= 4 and {ns <= first_64 for ns in on} == {True, False}   # past the first 64 too
+    assert _nodes_touched(inst, cols).tolist() == [len(ns) for ns in on]
+    got = closed_form(inst, cols)
+    assert got is not None and got == engine_run(inst, cols.per_job(), frozenset())

@@ -10,12 +10,14 @@ of a cluster it applies to, it returns a result.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+import jctlab.closed_form as closed_form_module
 from jctlab.closed_form import _nodes_touched, applies, closed_form
 from jctlab.errors import InvalidSchedule
 from jctlab.generators import offline_instance
@@ -112,6 +114,18 @@ def test_on_mutated_schedules_a_result_means_the_engine_accepts_with_the_same_nu
     got = closed_form(inst, cols, resumed)
     if got is not None:
         assert got == _engine_verdict(inst, cols.per_job(), resumed)
+    for rows in (1, 2, 3):      # the row work in chunks of a few rows: pairs across every boundary compared too
+        with _chunks_of(rows):
+            assert closed_form(inst, cols, resumed) == got
+
+
+@contextlib.contextmanager
+def _chunks_of(rows: int):
+    saved, closed_form_module._CHUNK = closed_form_module._CHUNK, rows
+    try:
+        yield
+    finally:
+        closed_form_module._CHUNK = saved
 
 
 def _job(name: str) -> Job:

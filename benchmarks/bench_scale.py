@@ -10,7 +10,7 @@ reports, but not the verdict. The full cost curve of every policy is ``scripts/s
 - 8,000 jobs on 512 GPUs: every queue + placement policy within 10x of ``fifo+packed-sticky``.
   ``random-nonsticky`` re-draws every job's GPUs every round: about 950,000 segments, 120x the
   baseline's 8,000, each started and stopped in the simulation and read again by the replay. It is the
-  closest to the floor (8.4-9.6x measured, docs/scale.md): a busy machine can push it over.
+  closest to the floor (8.0-9.6x in five sweeps of six, docs/scale.md): a fast run of the baseline can push it over.
 """
 
 from __future__ import annotations

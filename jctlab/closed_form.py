@@ -149,17 +149,13 @@ def _sizes_allowed(inst: Instance, job: np.ndarray, size: np.ndarray) -> bool:
 
 
 def _types_allowed(inst: Instance, cols: Columns) -> bool:
-    """Whether every GPU of a segment has a type its job can use (looked at only for jobs that cannot use all)."""
-    jobs, cl = inst.jobs, inst.cluster
-    limited = [j for j, jb in enumerate(jobs) if not uses_every_type(jb, cl.gpu_types)]
-    if not limited:
+    """Whether every GPU of a segment has a type its job can use (each (job, GPU type) pair looked at once)."""
+    jobs, types = inst.jobs, inst.cluster.gpu_types
+    if all(uses_every_type(jb, types) for jb in jobs):
         return True
-    type_of = [g.type for g in cl.gpus]
-    gpus = [a.gpus for a in cols.allocs]
-    index = {g.id: i for i, g in enumerate(cl.gpus)}
-    mine = np.isin(cols.job, limited)
-    return all(jobs[j].can_use(type_of[index[g]])
-               for i, j in zip(np.flatnonzero(mine).tolist(), cols.job[mine].tolist()) for g in gpus[i])
+    type_of = np.array([types.index(g.type) for g in inst.cluster.gpus], np.intp)
+    pairs = np.unique(np.repeat(cols.job, cols.size) * len(types) + type_of[cols.gpu])
+    return all(jobs[j].can_use(types[t]) for j, t in (divmod(p, len(types)) for p in pairs.tolist()))
 
 
 def _nodes_touched(inst: Instance, cols: Columns) -> np.ndarray:

@@ -207,3 +207,18 @@ def test_nodes_counted_past_64_nodes():
     assert _nodes_touched(inst, cols).tolist() == [len(ns) for ns in on]
     got = closed_form(inst, cols)
     assert got is not None and got == engine_run(inst, cols.per_job(), frozenset())
+
+
+def test_a_gpu_of_a_type_the_job_cannot_use_goes_to_the_engine():
+    """Job a runs on V100s only: on the K80 the closed form leaves the verdict to the engine, which refuses it; on
+    the V100 both give the same numbers."""
+    cl = Cluster(nodes=(Node("n", 8.0, 64.0, (GPU("n", 0, "v100"),)), Node("m", 8.0, 64.0, (GPU("m", 0, "k80"),))))
+    inst = Instance("x", "preemptive", "mean_jct", cl, (_job("a"), Job("b", 0.0, 1.0, 100.0, {"v100": 10.0, "k80": 5.0})))
+    for gpu_a, gpu_b, ok in (("n:0", "m:0", True), ("m:0", "n:0", False)):
+        sched = Schedule("x", "t", (Segment("a", 0.0, None, Allocation((gpu_a,))),
+                                    Segment("b", 0.0, None, Allocation((gpu_b,)))))
+        cols = checked_segments(inst, sched)
+        got = closed_form(inst, cols)
+        assert (got is not None) == ok
+        assert got == _engine_verdict(inst, cols.per_job(), frozenset())
+        assert replay(inst, sched).valid == ok

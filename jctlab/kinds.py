@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from pathlib import Path
 
 from . import argtypes as T
 from . import limits as L
@@ -214,8 +215,6 @@ class PalKind:
         _data_args(p)
 
     def build(self, a: argparse.Namespace) -> Instance:
-        from pathlib import Path
-
         from .loaders.pal import load_pal
 
         w = a.workload

@@ -17,6 +17,8 @@ from functools import lru_cache
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Callable
 
+from .errors import InputError
+
 
 @lru_cache(maxsize=None)
 def group(name: str) -> dict[str, EntryPoint]:
@@ -33,8 +35,6 @@ def _load(ep: EntryPoint) -> Any:
     try:
         return ep.load()
     except (ImportError, AttributeError) as e:
-        from .errors import InputError
-
         raise InputError("plug-in", f"{ep.group}:{ep.name}",
                          f"cannot load {ep.value} ({e.__class__.__name__}: {e})") from None
 

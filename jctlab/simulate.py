@@ -6,7 +6,8 @@ rounds on an idle, empty cluster are skipped). Its work is bounded by the instan
 two of its numbers (SPEC §7): a round so short that some job alone spans more than ``MAX_ROUNDS`` of
 them, or restarts that span more than ``MAX_RESTART_ROUNDS``, are refused before the run
 (:func:`check_rounds`), and a run that makes more decisions than ``max_decisions`` (a policy that
-keeps preempting and never finishes) stops with :class:`PolicyError`. The policy
+keeps preempting and never finishes) stops with :class:`PolicyError`; so does a preemptive run in which no
+job progresses for ``stall_rounds`` rounds while jobs run (each stopped or moved before its restart ends). The policy
 reads the state (``sim.now``, ``sim.waiting``, ``sim.engine``...) and returns :class:`Start` and
 :class:`Preempt` actions; the simulator applies preemptions first, then starts, through the same
 :class:`Engine` that replay uses, so an action that breaks a rule fails at once. The schedule it
@@ -55,6 +56,14 @@ class Policy(Protocol):
     round-based policy also has ``round_s`` (seconds), the round length used when the caller gives none."""
 
     def decide(self, sim: "Simulator") -> Iterable[Action]: ...
+
+
+#: round ticks with jobs running and no job progressing after which a preemptive run stops as never ending.
+#: A job that keeps its GPUs progresses within ``MAX_RESTART_ROUNDS`` rounds (``check_rounds``), so this many
+#: are at least a hundred restarts in a row, every one cut short: a placement re-drawn each round, with a
+#: restart longer than the round, can go on like that for the whole decision cap (minutes)
+STALL_ROUNDS = 100 * MAX_RESTART_ROUNDS
+_STALL_CHECK = 1_000        # ticks between two looks at the jobs' progress (a look is O(jobs))
 
 
 class PolicyError(RuntimeError):
@@ -125,6 +134,11 @@ class Simulator:
         #: decision points allowed before the run is stopped as never ending: every round the longest job
         #: could need twice over, plus arrivals, completions and preemptions in plenty
         self.max_decisions = 2 * MAX_ROUNDS + 100 * len(inst.jobs) + 1000
+        #: without restarts a running job always progresses, so only preemptive runs with them are watched
+        self.stall_rounds = STALL_ROUNDS if inst.problem == "preemptive" and inst.cluster.restart_s > 0 else 0
+        self._stall_ticks = 0          # round ticks with jobs running since the last look
+        self._stalled = 0              # ticks, counted at the looks, in which no job progressed
+        self._stall_mark: tuple[int, list[float]] | None = None
         self.engine = Engine(inst)
         self.now = 0.0
         self.reasons: frozenset[str] = frozenset()
@@ -214,12 +228,31 @@ class Simulator:
         if R and t >= self._next_round:
             reasons.add("round")
             self._next_round += R * max(1, math.floor((t - self._next_round) / R) + 1)
+            if self.stall_rounds and eng.running:
+                self._stall_ticks += 1
+                if self._stall_ticks >= _STALL_CHECK:
+                    self._look_for_progress(t)
         eng.now = self.now = t
         self.reasons = frozenset(reasons)
         if self.done < n:
             self.decisions += 1
             return True
         return False
+
+    def _look_for_progress(self, t: float) -> None:
+        """Every ``_STALL_CHECK`` ticks: has any job progressed since the last look (a completion, progress
+        banked at a stop, or a job running past its restart now)? ``stall_rounds`` ticks without: stop."""
+        eng = self.engine
+        mark = (len(self.completed), list(eng.progress))
+        moved = mark != self._stall_mark or any(r.restart_until < t for r in eng.running.values())
+        self._stalled = 0 if moved else self._stalled + self._stall_ticks
+        self._stall_mark, self._stall_ticks = mark, 0
+        if self._stalled >= self.stall_rounds:
+            restart = self.inst.cluster.restart_s
+            raise PolicyError(
+                f"policy {self.method}: no job has progressed in {self._stalled} rounds with jobs running (to time "
+                f"{t:.6g}): each is stopped or moved before its restart ({restart:g} s = "
+                f"{restart / self.round_s:.3g} rounds) ends; stopped as never ending")
 
     def stuck(self) -> bool:
         """Jobs wait on an idle cluster and no arrival (or, with rounds, no round) will ask again."""

@@ -19,7 +19,8 @@ from jctlab.generators import offline_instance
 from jctlab.model import Instance
 from jctlab.policies import FifoFirstFit
 from jctlab.schema import instance_schema
-from jctlab.simulate import PolicyError, Simulator
+from jctlab.model import Allocation
+from jctlab.simulate import STALL_ROUNDS, Preempt, PolicyError, Simulator, Start
 
 from .fuzz_cases_eval import RUN, SUITE, eval_files
 from .test_hardening import refused, run
@@ -82,6 +83,57 @@ def test_decision_cap_holds_for_a_caller_stepping_advance_and_apply():
         while sim.advance():          # an agent that never starts anything: rounds tick on
             sim.apply([])
     assert sim.decisions == 3
+
+
+class RestartEvery:
+    """One job on GPU 0, stopped and restarted there every ``k`` rounds (never, with k = 0)."""
+
+    def __init__(self, inst: Instance, k: int):
+        self.alloc, self.k, self.started = Allocation((inst.cluster.gpus[0].id,)), k, 0.0
+
+    def decide(self, sim: Simulator):
+        if 0 in sim.waiting:
+            self.started = sim.now
+            return [Start(0, self.alloc)]
+        if self.k and 0 in sim.running and sim.now - self.started >= self.k * sim.round_s - 1e-9:
+            self.started = sim.now
+            return [Preempt(0), Start(0, self.alloc)]
+        return []
+
+
+def one_long_job(problem: str = "preemptive", restart_s: float = 5.0) -> Instance:
+    """One single-GPU job of about an hour (3,600 or more one-second rounds), restarts of ``restart_s``."""
+    return offline_instance(gpus=2, nodes=1, jobs=1, max_size=1, seed=3, problem=problem, restart_s=restart_s,
+                            duration_h=(1.0, 1.0), types=("v100",))
+
+
+def test_a_run_whose_restarts_are_always_cut_short_stops_at_the_stall_watch():
+    """Restarted every 3 rounds with restarts of 5: after its first stint the job never progresses."""
+    inst = one_long_job()
+    sim = Simulator(inst, RestartEvery(inst, 3), round_s=1.0)
+    assert sim.stall_rounds == STALL_ROUNDS
+    sim.stall_rounds = 3_000
+    with pytest.raises(PolicyError, match=r"no job has progressed in 3000 rounds.*restart \(5 s = 5 rounds\)"):
+        sim.run()
+    assert sim.decisions < 5_000 and sim.engine.progress[0] > 0     # the first stint had no restart
+
+
+@pytest.mark.parametrize("k", [0, 7])
+def test_runs_that_progress_are_not_stopped_by_the_stall_watch(k):
+    """Never stopped (no stop banks progress: the look sees the job past its restart), and restarted every 7
+    rounds (2 of them progress): both finish, through several looks, with the watch at its smallest."""
+    inst = one_long_job()
+    sim = Simulator(inst, RestartEvery(inst, k), round_s=1.0)
+    sim.stall_rounds = 1_000
+    sched, rep = sim.run()
+    assert rep.valid and sim.decisions > 3_000
+    assert len(sched.segments) == (1 if k == 0 else sim.decisions // k + 1)
+
+
+@pytest.mark.parametrize("problem, restart_s", [("offline", 5.0), ("preemptive", 0.0)])
+def test_the_stall_watch_is_off_where_a_running_job_always_progresses(problem, restart_s):
+    inst = one_long_job(problem, restart_s)
+    assert Simulator(inst, RestartEvery(inst, 0), round_s=1.0).stall_rounds == 0
 
 
 # ----------------------------------------------------------------------------- the plug-in verbs

@@ -6,6 +6,9 @@ instance: ``opt`` when the best replayed schedule meets the largest proven bound
 else ``lb`` (the largest bound whose class covers the instance's) and ``best`` (the best replayed
 schedule). A bound above a replayed schedule is an oracle bug: the build fails for that instance and
 says so. ``keep = proven`` keeps only the draws whose optimum is proven (the first ``draws`` of them).
+A rebuild weighs the suite's previous references of the same instance (same hash) beside its own cells, so it
+never loses a higher bound or a better schedule: a previous bound keeps its provenance, a previous schedule
+counts only when its shipped file replays to its value.
 
 Check verifies a manifest without trusting it: each instance is remade (file or generator, content hash
 compared), each shipped reference schedule replayed to its value, each ``best`` without a schedule
@@ -109,7 +112,7 @@ def build(suite: Suite, opts: BuildOptions) -> Suite:
         fam = suite.family(c.family)
         if fam.draws is not None and kept.get(c.family, 0) >= fam.draws:
             continue
-        got = _assemble(suite, c, by_inst[c.path.stem], tl, threads)
+        got = _assemble(suite, c, by_inst[c.path.stem] + _previous_rows(suite, c, opts.work), tl, threads)
         if got is None or (b.keep == "proven" and got[0].references[0].kind != "opt"):
             print(f"suite build: {c.path.stem} not kept ({'no reference' if got is None else 'optimum not proven'})",
                   file=sys.stderr)
@@ -124,6 +127,28 @@ def build(suite: Suite, opts: BuildOptions) -> Suite:
 
 
 RefRows = list[tuple[Reference, dict[str, Any]]]
+PREVIOUS = "previous"      # the work folder's sub-folder of the previous references' schedules
+
+
+def _previous_rows(suite: Suite, c: _Candidate, work: Path) -> list[dict[str, Any]]:
+    """The suite's previous references of this draw, as rows beside the build's cells (module docstring): a
+    bound row for ``lb`` and ``opt``, a schedule row for a shipped ``best`` or ``opt`` schedule that replays to
+    its value (copied into ``work``, where shipping reads the files). Nothing when the instance changed."""
+    old = next((si for si in suite.instances if si.name == c.path.stem and si.sha256 == c.sha), None)
+    rows: list[dict[str, Any]] = []
+    for r in () if old is None else old.references:
+        row = {"method": r.method, "kind": PREVIOUS, PREVIOUS: r, "runtime_s": r.runtime_s}
+        if r.kind in ("lb", "opt"):
+            rows.append({**row, "lower_bound": r.value, "bound_class": r.problem_class})
+        src = None if r.schedule is None else suite.folder / r.schedule
+        if r.kind in ("best", "opt") and src is not None and src.is_file():
+            rep = replay(c.inst, load_schedule(src))
+            if rep.valid and abs(rep.objective - r.value) <= REL_TOL * abs(r.value):
+                dest = Path(PREVIOUS) / src.name
+                (work / PREVIOUS).mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, work / dest)
+                rows.append({**row, "valid": True, "objective": rep.objective, "schedule": str(dest)})
+    return rows
 
 
 def _signature(si: SuiteInstance) -> tuple:
@@ -150,8 +175,12 @@ def _assemble(suite: Suite, c: _Candidate, rows: list[dict[str, Any]], tl: float
         """``row`` made the value (for opt: the oracle whose bound proves it); ``sched_row`` has the schedule."""
         solver = row["kind"] == "solver"
         has = sched_row is not None and sched_row.get("schedule")
+        file = f"references/{name}.{kind}.json" if has else None
+        prev: Reference | None = row.get(PREVIOUS)
+        if prev is not None:        # a previous reference kept: its provenance, not this build's
+            return replace(prev, kind=kind, value=float(value), problem_class=cls, schedule=file)
         return Reference(kind, float(value), cls, row["method"], tl if solver else None, threads if solver else 1,
-                         __version__, row.get("runtime_s"), f"references/{name}.{kind}.json" if has else None)
+                         __version__, row.get("runtime_s"), file)
 
     refs: RefRows = []
     proven = (lb_row is not None and best_row is not None

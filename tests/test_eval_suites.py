@@ -8,14 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evaluation.build import check
+from evaluation.build import BuildOptions, build, check
 from evaluation.gaps import choose, gap, gap_text
 from evaluation.generators import bursty_instance
 from evaluation.suites import Reference, load_suite, read_suite
 from jctlab.cli import main
 from jctlab.errors import InputError
 
-from .eval_helpers import tiny_suite_path
+from .eval_helpers import make_tiny_suite, tiny_suite_path
 
 
 def ref(kind, value, cls):
@@ -119,6 +119,42 @@ def test_suite_check_catches_a_doctored_bound(tiny_suite, tmp_path, capsys):
     assert main(["suite", "check", str(doctored)]) == 1
     out = capsys.readouterr().out
     assert f"FAIL {inst['name']}: lb" in out and "is above the schedule" in out
+
+
+def rebuild_with_a_policy_only(path, work):
+    """Rebuild the suite at ``path`` with ``fifo-firstfit`` as its oracle and nothing beside it: its cells have
+    schedules no better than the previous references and no bound at all."""
+    d = json.loads(path.read_text())
+    d["build"].update(method="fifo-firstfit", best_of=[])
+    path.write_text(json.dumps(d))
+    return build(load_suite(str(path)), BuildOptions(work, executor="inline", progress=False))
+
+
+def test_a_rebuild_never_loses_a_higher_bound_or_a_better_schedule(tmp_path):
+    path = make_tiny_suite(tmp_path / "suite")
+    before = load_suite(str(path))
+    after = rebuild_with_a_policy_only(path, tmp_path / "rebuild")
+    assert after.version == before.version            # the same references: the version stands
+    for old, new in zip(before.instances, after.instances):
+        assert [(r.kind, r.value, r.method, r.threads, r.jctlab_version) for r in new.references] == \
+               [(r.kind, r.value, r.method, r.threads, r.jctlab_version) for r in old.references], old.name
+    findings = check(after)
+    assert findings and all(f.ok for f in findings), [f.message for f in findings if not f.ok]
+
+
+def test_a_previous_schedule_that_does_not_replay_to_its_value_is_not_kept(tmp_path):
+    path = make_tiny_suite(tmp_path / "suite")
+    d = json.loads(path.read_text())
+    inst = next(i for i in d["instances"] if [r["kind"] for r in i["references"]] == ["lb", "best"])
+    best = inst["references"][1]
+    best["value"] *= 0.9999          # the shipped file no longer replays to it (the bound stays below)
+    path.write_text(json.dumps(d))
+    after = rebuild_with_a_policy_only(path, tmp_path / "rebuild")
+    new = next(i for i in after.instances if i.name == inst["name"])
+    kept = new.reference("best")
+    assert new.reference("lb").value == inst["references"][0]["value"]   # the bound is kept...
+    assert kept.method == "fifo-firstfit" and kept.value > best["value"]   # ...the doctored schedule is not
+    assert after.version == d["version"] + 1
 
 
 def test_data_suites_skip_with_a_clear_message_without_the_data(monkeypatch, tmp_path, capsys):

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evaluation.build import BuildOptions, build, check
+from evaluation.build import BuildOptions, _assemble, _Candidate, build, check
 from evaluation.gaps import choose, gap, gap_text
 from evaluation.generators import bursty_instance
 from evaluation.suites import Reference, load_suite, read_suite
@@ -155,6 +155,20 @@ def test_a_previous_schedule_that_does_not_replay_to_its_value_is_not_kept(tmp_p
     assert new.reference("lb").value == inst["references"][0]["value"]   # the bound is kept...
     assert kept.method == "fifo-firstfit" and kept.value > best["value"]   # ...the doctored schedule is not
     assert after.version == d["version"] + 1
+
+
+@pytest.mark.parametrize("solver_objective, expected", [(1000.0, "srtf+pal"), (999.0, "auto")])
+def test_on_a_tie_the_best_reference_is_the_policy_that_check_can_simulate_again(tmp_path, solver_objective,
+                                                                                   expected):
+    suite = load_suite(str(tiny_suite_path()))
+    inst = bursty_instance(gpus=2, nodes=1, jobs=4, max_size=2, seed=10000)
+    c = _Candidate("queue", 10000, inst, "0" * 64, tmp_path / "queue-s10000.json")
+    rows = [{"method": "auto", "kind": "solver", "valid": True, "objective": solver_objective,
+             "lower_bound": 900.0, "bound_class": "offline", "runtime_s": 1.0, "schedule": None},
+            {"method": "srtf+pal", "kind": "policy", "valid": True, "objective": 1000.0, "runtime_s": 0.0,
+             "schedule": None}]
+    si, _ = _assemble(suite, c, rows, 5.0, 1)
+    assert [r.kind for r in si.references] == ["lb", "best"] and si.reference("best").method == expected
 
 
 def test_data_suites_skip_with_a_clear_message_without_the_data(monkeypatch, tmp_path, capsys):

@@ -212,6 +212,21 @@ def loads(data: bytes | str, source: str) -> Any:
 def read_json(path: str | os.PathLike) -> Any:
     """A JSON file, refused with one line (InputError) when missing, unreadable, larger than
     :func:`max_file_bytes`, malformed or nested deeper than MAX_DEPTH, before anything is parsed."""
+    return loads(read_bytes(path), str(path))
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """A text input file (YAML, CSV), refused as :func:`read_bytes` does, or when it is not UTF-8 (a byte-order
+    mark, as spreadsheets write, is dropped)."""
+    try:
+        return read_bytes(path).decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError(str(path), "", f"not UTF-8 text (byte {e.start})") from None
+
+
+def read_bytes(path: str | os.PathLike) -> bytes:
+    """An input file's bytes: one line (InputError) when missing, a directory, unreadable or larger than
+    :func:`max_file_bytes`, and never more than that read."""
     p = Path(path)
     limit = max_file_bytes()
     try:
@@ -229,7 +244,7 @@ def read_json(path: str | os.PathLike) -> Any:
         raise InputError(str(p), "", f"cannot read: {e.strerror or e.__class__.__name__}") from None
     if len(data) > limit:   # a pipe or a file that grew: never read more than the limit
         raise InputError(str(p), "", f"larger than the limit of {limit / 2**20:.0f} MB")
-    return loads(data, str(p))
+    return data
 
 
 def check_free_value(v: Any, source: str, path: str) -> None:

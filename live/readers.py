@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping
 import yaml
 
 from jctlab.errors import InputError
+from jctlab.limits import read_text
 
 from .instance import gavel_job_types, job_fields
 from .state import DEFAULT_STEPS, ClusterSpec, GpuSpec, NodeSpec, QueuedJob, RunningJob, Work
@@ -218,21 +219,11 @@ class _LineLoader(yaml.SafeLoader):
         return m
 
 
-def _read_text(path: str | Path) -> str:
-    p = Path(path)
-    try:
-        return p.read_text()
-    except FileNotFoundError:
-        raise InputError(str(p), "", "file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(str(p), "", f"cannot read: {e.__class__.__name__}") from None
-
-
 def read_cluster(path: str | Path) -> ClusterSpec:
     """The cluster YAML (``docs/live.md``): nodes with ``gpus`` entries ``{type, count, socket}``."""
     src = str(path)
     try:
-        d = yaml.load(_read_text(path), Loader=_LineLoader)   # noqa: S506 - a SafeLoader subclass
+        d = yaml.load(read_text(path), Loader=_LineLoader)   # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         why = getattr(e, "problem", None)
@@ -307,7 +298,7 @@ def read_cluster(path: str | Path) -> ClusterSpec:
 def _csv_records(path: str | Path, known: Iterable[str], required: Iterable[str]) -> list[tuple[int, dict]]:
     """(line number, row) of a CSV with a header; unknown columns (other than ``work_<type>``) are errors."""
     src = str(path)
-    text = _read_text(path)
+    text = read_text(path)
     reader = csv.DictReader(text.splitlines())
     header = reader.fieldnames or []
     if not header:

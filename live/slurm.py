@@ -24,12 +24,13 @@ What is taken (and why; see ``docs/live.md``):
 
 from __future__ import annotations
 
-import json
+import math
 import re
 import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+from jctlab import limits as L
 from jctlab.errors import InputError
 
 from .readers import MAX_LIVE_GPUS, Where, queued_job, running_job
@@ -48,6 +49,18 @@ def value(v: Any) -> Any:
             return None
         return v["number"]
     return v
+
+
+def _amount(v: Any, rng: L.Range, src: str, field: str, scale: float = 1.0) -> float:
+    """A node's CPUs or memory: 0 when unset, else a finite number whose value × ``scale`` is in ``rng``."""
+    if v is None:
+        return 0.0
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise InputError(src, field, f"must be a finite number, got {L.shorten(v)}")
+    why = rng.problem(v * scale)
+    if why is not None:
+        raise InputError(src, field, why + (f" (as {rng.unit})" if scale != 1 else ""))
+    return float(v)
 
 
 def states(v: Any) -> set[str]:
@@ -95,14 +108,7 @@ def parse_gres(s: str) -> list[tuple[str, int, str]]:
 
 def _load(path: str | Path, key: str) -> tuple[Any, str]:
     p = Path(path)
-    try:
-        d = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise InputError(str(p), "", "file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(str(p), "", f"cannot read: {e.__class__.__name__}") from None
-    except json.JSONDecodeError as e:
-        raise InputError(str(p), "", f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    d = L.read_json(p)          # size, nesting, huge integers and bad JSON: one line naming the file
     if not isinstance(d, dict):
         raise InputError(str(p), "", f"expected the JSON object that `{key} --json` prints")
     return d, str(p)
@@ -126,9 +132,11 @@ def read_sinfo(path: str | Path, name: str | None = None) -> ClusterSpec:
         st = states((row.get("node") or {}).get("state") if isinstance(row.get("node"), Mapping) else row.get("state"))
         gres = row.get("gres")
         total = gres.get("total", "") if isinstance(gres, Mapping) else (gres or "")
-        cpus = value(row["cpus"].get("total") if isinstance(row.get("cpus"), Mapping) else row.get("cpus")) or 0
+        cpus = _amount(value(row["cpus"].get("total") if isinstance(row.get("cpus"), Mapping) else row.get("cpus")),
+                       L.CPUS, src, f"sinfo[{i}].cpus.total")
         mem = row.get("memory")
-        mem_mb = value(mem.get("maximum") if isinstance(mem, Mapping) else row.get("real_memory")) or 0
+        mem_mb = _amount(value(mem.get("maximum") if isinstance(mem, Mapping) else row.get("real_memory")),
+                         L.MEM_GB, src, f"sinfo[{i}].memory.maximum", scale=1 / 1024)
         gpus: list[GpuSpec] = []
         try:
             for t, count, detail in parse_gres(total):
@@ -144,7 +152,7 @@ def read_sinfo(path: str | Path, name: str | None = None) -> ClusterSpec:
             continue
         for n in names:
             if n not in nodes:   # a node in several partitions appears once per partition
-                nodes[n] = NodeSpec(n, tuple(gpus), float(cpus), float(mem_mb) / 1024.0)
+                nodes[n] = NodeSpec(n, tuple(gpus), cpus, mem_mb / 1024.0)
                 total_gpus += len(gpus)
                 if total_gpus > MAX_LIVE_GPUS:
                     raise InputError(src, f"sinfo[{i}]", f"the cluster has more GPUs than the live scheduler "

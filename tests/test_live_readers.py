@@ -197,3 +197,37 @@ def test_schedule_outputs_under_a_file_are_refused_before_planning(tmp_path, cap
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and flag in err[0] and "is a file, not a folder" in err[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+
+
+@pytest.mark.parametrize("doctor, why", [
+    (lambda t: t.replace(": 48", ": " + "9" * 5000), "cpus"),     # a 5,000-digit integer (fuzz 5903 #511)
+    (lambda t: "[" * 200 + "]" * 200, "nested"),
+    (lambda t: t[:-5], "malformed JSON"),
+    (lambda t: "[1, 2]", "expected the JSON object"),
+])
+def test_bad_slurm_json_is_one_line_naming_the_file(tmp_path, capsys, doctor, why):
+    bad = tmp_path / "sinfo.json"
+    bad.write_text(doctor((EX / "slurm" / "sinfo.json").read_text()))
+    rc = main(["schedule", "--slurm-nodes", str(bad), "--slurm-queue", str(EX / "slurm" / "squeue.json"),
+               "--method", "none", "--time-limit", "1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and str(bad) in err[0] and "Traceback" not in err[0], err
+    assert why is None or why in err[0]
+
+
+def test_live_files_with_a_byte_order_mark_read_as_without(tmp_path):
+    d = _copy_lab(tmp_path)
+    for name in ("queue.csv", "running.csv", "cluster.yaml"):
+        (d / name).write_bytes(b"\xef\xbb\xbf" + (LAB / name).read_bytes())     # as spreadsheets save UTF-8
+    cluster = read_cluster(d / "cluster.yaml")
+    assert cluster == read_cluster(LAB / "cluster.yaml")
+    assert read_queue(d / "queue.csv", cluster) == read_queue(LAB / "queue.csv", cluster)
+    assert read_running(d / "running.csv", cluster) == read_running(LAB / "running.csv", cluster)
+
+
+def test_live_files_past_the_size_limit_are_refused_unread(tmp_path, monkeypatch):
+    monkeypatch.setenv("JCTLAB_MAX_FILE_MB", "1")
+    big = tmp_path / "queue.csv"
+    big.write_text((LAB / "queue.csv").read_text() + "#" * (2 * 2**20))
+    with pytest.raises(InputError, match="larger than the limit"):
+        read_queue(big, read_cluster(LAB / "cluster.yaml"))

@@ -202,7 +202,10 @@ def register(sub: Any) -> None:
     _run_args(e)
     e.set_defaults(func=cmd_evaluate)
 
-    s = sub.add_parser("suite", help="list, build or check evaluation suites")
+    s = sub.add_parser("suite", help="list, build or check evaluation suites",
+                       description="build computes a suite's references and keeps any previous reference of the "
+                                   "same instance that is better (a higher bound, a schedule that replays better); "
+                                   "check verifies a manifest without trusting it.")
     s.add_argument("action", choices=["list", "build", "check"])
     s.add_argument("name", nargs="?", default=None)
     s.add_argument("--time-limit", type=T.TIME_LIMIT, default=None,

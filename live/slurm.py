@@ -24,7 +24,6 @@ What is taken (and why; see ``docs/live.md``):
 
 from __future__ import annotations
 
-import math
 import re
 import sys
 from pathlib import Path
@@ -33,7 +32,7 @@ from typing import Any, Mapping
 from jctlab import limits as L
 from jctlab.errors import InputError
 
-from .readers import MAX_LIVE_GPUS, Where, queued_job, running_job
+from .readers import MAX_LIVE_GPUS, Where, number, queued_job, running_job
 from .state import ClusterSpec, GpuSpec, NodeSpec, QueuedJob, RunningJob
 
 UNAVAILABLE = {"DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING", "FUTURE", "POWERED_DOWN",
@@ -55,12 +54,11 @@ def _amount(v: Any, rng: L.Range, src: str, field: str, scale: float = 1.0) -> f
     """A node's CPUs or memory: 0 when unset, else a finite number whose value × ``scale`` is in ``rng``."""
     if v is None:
         return 0.0
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise InputError(src, field, f"must be a finite number, got {L.shorten(v)}")
-    why = rng.problem(v * scale)
+    x = number(v, Where(src), field, nonneg=True)     # the live readers' number rule
+    why = rng.problem(x * scale)
     if why is not None:
         raise InputError(src, field, why + (f" (as {rng.unit})" if scale != 1 else ""))
-    return float(v)
+    return x
 
 
 def states(v: Any) -> set[str]:

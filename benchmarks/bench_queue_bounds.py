@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 import oracle
+from evaluation.generators import small_queue_instance
 from formulations.offline import cpsat as offline_cpsat
 from formulations.offline import lagrangian_bound, preemptive_bound
 from formulations.offline import milp as offline_milp
@@ -116,3 +117,22 @@ def test_auto_on_the_10s_queue_rows(benchmark, row):
     benchmark.extra_info.update(mean_gap=sum(gaps) / len(gaps), proven=proven)
     print(f"\n{row}: mean certified gap {sum(gaps) / len(gaps):.2%}, {proven} of {len(rs)} proven")
     assert sum(gaps) / len(gaps) <= 0.03
+
+
+@pytest.mark.xfail(reason="issue 45: 6-7 of 10 (the 12-job family stays open, the bound's side)", strict=False)
+def test_auto_proves_the_small_queues_at_60s(benchmark):
+    """Issue 45's small queues: `auto`, 60 s, 2 threads, evaluation seeds 10 000-10 009 (the three families of
+    ``evaluation.generators.small_queue_instance``); floor: at least 9 of 10 proven optimal. The same runs as
+    ``scripts/queue_figures.py --limit 60 --threads 2 --methods auto`` (about 10 min)."""
+    insts = [small_queue_instance(s) for s in range(10_000, 10_010)]
+
+    def run():
+        return [oracle.solve(inst, "auto", time_limit=60, threads=2, seed=0) for inst in insts]
+
+    rs = _once(benchmark, run)
+    gaps = [(r.objective - r.lower_bound) / r.objective for r in rs]
+    proven = sum(r.status == SolveStatus.OPTIMAL for r in rs)
+    benchmark.extra_info.update(mean_gap=sum(gaps) / len(gaps), proven=proven)
+    print(f"\nsmall queues: {proven} of {len(rs)} proven, mean certified gap {sum(gaps) / len(gaps):.2%}")
+    assert all(r.lower_bound <= r.objective * (1 + 1e-6) for r in rs)
+    assert proven >= 9

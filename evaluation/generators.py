@@ -37,3 +37,15 @@ def bursty_instance(gpus: int = 6, nodes: int = 2, jobs: int = 12, types: Sequen
             d["jobs"][int(j)]["arrival"] = round(b * burst_gap_s + float(rng.uniform(0.0, jitter_s)), 3)
     d["jobs"].sort(key=lambda j: j["arrival"])
     return Instance.from_dict(d, "<generated bursty>")
+
+
+#: issue 45's small-queue families (those of the ``queue-small`` suite): 8 jobs on 4 GPUs of two types, 12 on 6
+#: of three, 16 on 8 of two
+SMALL_QUEUE_FAMILIES = ({"gpus": 4, "nodes": 2, "jobs": 8, "types": ("v100", "p100"), "bursts": 2},
+                        {"gpus": 6, "nodes": 3, "jobs": 12, "types": ("v100", "p100", "k80"), "bursts": 3},
+                        {"gpus": 8, "nodes": 2, "jobs": 16, "types": ("v100", "p100"), "bursts": 4})
+
+
+def small_queue_instance(seed: int) -> Instance:
+    """The small queue of ``seed``: family ``seed mod 3`` of :data:`SMALL_QUEUE_FAMILIES`."""
+    return bursty_instance(seed=seed, **SMALL_QUEUE_FAMILIES[seed % 3])

@@ -17,11 +17,11 @@ import argparse
 import dataclasses
 import time
 
+from evaluation.generators import small_queue_instance
 from formulations.offline import bnb
 from formulations.offline import time_indexed_bound as tib
 from formulations.offline.concrete import concrete_options
 from formulations.offline.options import binding_resources, capacities
-from queue_figures import instance   # the sibling script (its directory is on the path when run as a script)
 
 
 def main() -> None:
@@ -33,7 +33,7 @@ def main() -> None:
     print("| seed | jobs | optimum (bnb) | slots | TI LP | LP gap | LP s |")
     print("|---:|---|---:|---:|---:|---:|---:|")
     for seed in a.seeds:
-        base = instance(seed)
+        base = small_queue_instance(seed)
         single = base.replace_jobs([dataclasses.replace(j, sizes=(1,)) for j in base.jobs])
         for tag, inst in (("as generated", base), ("single-GPU", single)):
             r = bnb.solve(inst, time_limit=a.bnb_limit)

@@ -4,7 +4,7 @@
 
 With several methods they run interleaved per seed (A, B, A, B ...), so that each sees the same machine load.
 
-Instances: the issue's small-queue kind (:func:`evaluation.generators.bursty_instance`, the families of the
+Instances: the issue's small-queue kind (:func:`evaluation.generators.small_queue_instance`, the families of the
 ``queue-small`` suite: 8 jobs on 4 GPUs of two types, 12 on 6 of three, 16 on 8 of two; locality penalty 1.3,
 variability 0.1), evaluation seeds 10 000-10 009 (the family by seed mod 3). Rows are appended as they finish
 and a rerun skips the (seed, method) pairs already in ``--out`` (a killed run resumes).
@@ -18,17 +18,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from evaluation.generators import bursty_instance
+from evaluation.generators import small_queue_instance
 from oracle import solve
 
-FAMILIES = ({"gpus": 4, "nodes": 2, "jobs": 8, "types": ("v100", "p100"), "bursts": 2},
-            {"gpus": 6, "nodes": 3, "jobs": 12, "types": ("v100", "p100", "k80"), "bursts": 3},
-            {"gpus": 8, "nodes": 2, "jobs": 16, "types": ("v100", "p100"), "bursts": 4})
 METHODS = ("cpsat", "auto")
-
-
-def instance(seed: int):
-    return bursty_instance(seed=seed, **FAMILIES[seed % 3])
 
 
 def main() -> None:
@@ -45,7 +38,7 @@ def main() -> None:
         done = {(r["seed"], r["method"]) for r in map(json.loads, a.out.read_text().splitlines())}
     todo = [(s, v) for s in range(*a.seeds) for v in a.methods if (s, v) not in done]
     for seed, v in tqdm(todo, desc="small queues"):
-        inst = instance(seed)
+        inst = small_queue_instance(seed)
         r = solve(inst, method=v, time_limit=a.limit, threads=a.threads, seed=0)
         gap = None if r.objective is None or r.lower_bound is None else (r.objective - r.lower_bound) / r.objective
         row = {"seed": seed, "method": v, "jobs": len(inst.jobs), "status": r.status.value, "objective": r.objective,

@@ -20,6 +20,8 @@ from formulations.offline.cpsat_model import CpsatRun, solve_option_model
 from formulations.offline.greedy import greedy
 from formulations.offline.pipeline import class_resources
 from jctlab.generators import offline_instance
+from jctlab.loaders import default_data_dir
+from jctlab.loaders.pal import load_pal
 from jctlab.result import SolveStatus
 
 
@@ -136,3 +138,30 @@ def test_auto_proves_the_small_queues_at_60s(benchmark):
     print(f"\nsmall queues: {proven} of {len(rs)} proven, mean certified gap {sum(gaps) / len(gaps):.2%}")
     assert all(r.lower_bound <= r.objective * (1 + 1e-6) for r in rs)
     assert proven >= 9
+
+
+DATA = default_data_dir()
+#: PAL's 160-job workloads of issue 45's floor and the nodes of 4 GPUs each takes (2, 3 and 6 have 48-GPU jobs)
+PAL_WORKLOADS = {1: 8, 2: 16, 3: 16, 4: 8, 6: 16}
+
+
+@pytest.mark.skipif(DATA is None, reason="raw public data not found (PAL workloads)")
+@pytest.mark.xfail(reason="issue 45: 34-40 %; both the bound and the schedules are weak there "
+                          "(docs/oracle-offline.md, long queues)", strict=False)
+def test_auto_on_pal_workloads_at_30s(benchmark):
+    """Issue 45's PAL floor: `auto`, 30 s, 2 threads, workloads 1-4 and 6 as offline instances
+    (``jctlab make-instance pal --workload W --nodes N --gpus-per-node 4 --seed 10000 --problem offline``);
+    the mean certified gap (objective − bound) / bound at most 15 % (about 3 min)."""
+    insts = [load_pal(w, data_dir=DATA, nodes=n, gpus_per_node=4, seed=10_000, problem="offline")
+             for w, n in PAL_WORKLOADS.items()]
+
+    def run():
+        return [oracle.solve(inst, "auto", time_limit=30, threads=2, seed=0) for inst in insts]
+
+    rs = _once(benchmark, run)
+    gaps = [(r.objective - r.lower_bound) / r.lower_bound for r in rs]
+    benchmark.extra_info.update(mean_gap=sum(gaps) / len(gaps), gaps=gaps)
+    print("\nPAL workloads: " + ", ".join(f"{w}: {g:.1%}" for w, g in zip(PAL_WORKLOADS, gaps))
+          + f"; mean certified gap {sum(gaps) / len(gaps):.2%}")
+    assert all(r.lower_bound <= r.objective * (1 + 1e-6) for r in rs)
+    assert sum(gaps) / len(gaps) <= 0.15

@@ -9,14 +9,13 @@ file names never carry a method's name (which may hold ``+``, ``:`` or ``/``).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from jctlab import limits as L
+from jctlab import jsonl
 from jctlab.errors import InputError
 from jctlab.model import load_schedule, write_json_atomic
 
@@ -30,14 +29,14 @@ class CellStore:
         self.dir = Path(run_dir)
         self.path = self.dir / CELLS
         self.rows: dict[str, dict[str, Any]] = {}
-        self._f = None
+        self._f: jsonl.Writer | None = None
 
     def open(self) -> "CellStore":
         """Read the finished cells (cutting off a partial last line) and open the file for appending."""
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "schedules").mkdir(exist_ok=True)
         self.rows = dict(read_rows(self.path, repair=True))
-        self._f = open(self.path, "a", encoding="utf-8")
+        self._f = jsonl.Writer(self.path)
         return self
 
     def close(self) -> None:
@@ -68,9 +67,7 @@ class CellStore:
         else:
             row = dict(row, schedule=None)
         assert self._f is not None, "CellStore.add before open"
-        self._f.write(json.dumps(row, allow_nan=False, separators=(",", ":")) + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        self._f.write(row)
         self.rows[key] = row
 
 
@@ -105,46 +102,21 @@ def row_problem(row: dict[str, Any]) -> str | None:
     return None
 
 
-def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    off = 0
-    with open(path, "rb") as f:
-        for line in f:
-            yield off, line
-            off += len(line)
-
-
 def read_rows(path: str | os.PathLike, repair: bool = False) -> Iterator[tuple[str, dict[str, Any]]]:
     """(key, row) of every whole line, first occurrence of a key only. A last line without its newline
-    (a run killed while writing) is skipped, and cut off when ``repair``; a bad line elsewhere is an error."""
-    p = Path(path)
-    if not p.exists():
-        return
+    (a run killed while writing) is skipped, and cut off when ``repair`` (:func:`jctlab.jsonl.read`); a bad line
+    elsewhere is an error."""
     seen: set[str] = set()
-    cut = None
-    size = p.stat().st_size
-    for off, line in _lines(p):
-        last = off + len(line) == size
-        try:
-            if not line.endswith(b"\n"):
-                raise ValueError("partial line")
-            row = L.loads(line, str(p))       # nesting checked before parsing (no RecursionError)
-        except (ValueError, InputError):
-            if last:
-                cut = off
-                break
-            raise InputError(str(p), f"byte {off}", "not a JSON line (the file was edited?)") from None
+    for off, row in jsonl.read(path, repair=repair):
         key = row.get("key") if isinstance(row, dict) else None
         if not isinstance(key, str):
-            raise InputError(str(p), f"byte {off}", "a row without its key")
+            raise InputError(str(path), f"byte {off}", "a row without its key")
         why = row_problem(row)
         if why is not None:
-            raise InputError(str(p), f"byte {off}", f"{why} (the file was edited?)")
+            raise InputError(str(path), f"byte {off}", f"{why} (the file was edited?)")
         if key not in seen:
             seen.add(key)
             yield key, row
-    if cut is not None and repair:
-        with open(p, "r+b") as f:
-            f.truncate(cut)
 
 
 def check_run(run_dir: str | os.PathLike) -> None:

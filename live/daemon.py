@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable, TextIO
 
 from jctlab import argtypes as A
+from jctlab import jsonl
 from jctlab import limits as L
 from jctlab.errors import InputError
 from jctlab.model import write_json_atomic
@@ -75,14 +76,12 @@ class Daemon:
 
     def sync_outputs(self) -> None:
         last = self._logged_seq()
-        with open(self.log, "a") as f:
+        with jsonl.Writer(self.log) as f:
             for seq, rec in self.store.decisions(after=last):
                 if self.bindings_dir is not None and rec.get("start"):
                     write_json_atomic(self.bindings_dir / f"{seq:08d}.json", rec["bindings"])
                 line = json.dumps({k: v for k, v in rec.items() if k != "bindings"}, allow_nan=False)
-                f.write(line + "\n")
-                f.flush()
-                os.fsync(f.fileno())
+                f.write_json(line)
                 if self.echo is not None:
                     print(line, file=self.echo, flush=True)
 

@@ -39,6 +39,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from jctlab import jsonl
 from jctlab.errors import InputError
 from jctlab.limits import loads
 from jctlab.model import Instance
@@ -241,11 +242,10 @@ def run(a: DaggerArgs, progress: bool = True) -> Path:
                                                     if k not in ("workers", "threads", "out")},
                          "env": dataclasses.asdict(cfg)})
     done: dict[tuple[str, int], str] = {}
-    if path.exists():
-        for line in path.read_text().splitlines()[1:]:
-            if line.strip():
-                ep = Episode.from_json(line)
-                done[(ep.family, ep.seed)] = line
+    for d in jsonl.read_all(path, repair=True)[1:]:     # an episode cut short by a kill is rolled in again
+        line = json.dumps(d)
+        ep = Episode.from_json(line)
+        done[(ep.family, ep.seed)] = line
     for it in range(1, a.iterations + 1):
         nxt = out / f"iter{it}.pt"
         if nxt.exists():
@@ -257,17 +257,16 @@ def run(a: DaggerArgs, progress: bool = True) -> Path:
             key = (names[i % len(names)], a.first_seed + i)
             if key not in done:
                 jobs.append((str(ckpt), key[0], key[1], a.top_k, bargs.reward_scale, a.threads))
-        with open(path, "a" if path.exists() else "w") as f:
-            if f.tell() == 0:
-                f.write(header + "\n")
+        with jsonl.Writer(path) as f:
+            if f.empty:
+                f.write_json(header)
             bar = tqdm(total=len(jobs), desc=f"DAgger iteration {it}: roll-ins", disable=not progress, leave=False)
             pool = mp.get_context("spawn").Pool(a.workers) if a.workers > 1 and jobs else None
             try:
                 for line in (pool.imap_unordered(_work, jobs) if pool else map(_work, jobs)):
                     ep = Episode.from_json(line)
                     done[(ep.family, ep.seed)] = line
-                    f.write(line + "\n")
-                    f.flush()
+                    f.write_json(line)
                     bar.update()
             finally:
                 if pool:

@@ -30,6 +30,7 @@ from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import seed as hypothesis_seed  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
+from jctlab import jsonl  # noqa: E402
 from tests.fuzzing import ALL_WEIGHTS, cases, materialize, outcome_name, run_and_judge  # noqa: E402
 
 
@@ -49,8 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     done: list[dict] = []
     if a.log is not None:
         a.log.parent.mkdir(parents=True, exist_ok=True)
-    if a.log is not None and a.log.exists():
-        done = [json.loads(ln) for ln in a.log.read_text().splitlines() if ln.strip()]
+    if a.log is not None:
+        done = jsonl.read_all(a.log, repair=True)      # a case cut short by a kill runs again
     counts = collections.Counter(d["outcome"] for d in done)
     by_verb = collections.Counter((d["verb"], d["outcome"].split(":")[0]) for d in done)
     failures = [d for d in done if d["outcome"].startswith("FAIL")]
@@ -80,8 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                 d.mkdir(parents=True, exist_ok=True)
                 (d / "argv.json").write_text(json.dumps(materialize(case, d)))
         if a.log is not None:
-            with a.log.open("a") as f:
-                f.write(json.dumps(rec) + "\n")
+            jsonl.append(a.log, rec)
         bar.update(1)
 
     run()

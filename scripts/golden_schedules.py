@@ -30,6 +30,7 @@ from typing import Callable
 
 from tqdm import tqdm
 
+from jctlab import jsonl
 from jctlab.errors import InputError
 from jctlab.generators import offline_instance
 from jctlab.loaders import default_data_dir
@@ -122,13 +123,7 @@ def run_one(inst: Instance, name: str) -> dict:
 
 
 def read(path: Path) -> dict[tuple[str, str], dict]:
-    out = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                r = json.loads(line)
-                out[(r["instance"], r["policy"])] = r
-    return out
+    return {(r["instance"], r["policy"]): r for r in jsonl.read_all(path, repair=True)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,8 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                 cache[i] = insts[i]()
             r = run_one(cache[i], p)
             if a.record is not None:
-                with path.open("a") as fh:
-                    fh.write(json.dumps({"instance": i, "policy": p, **r}) + "\n")
+                jsonl.append(path, {"instance": i, "policy": p, **r})
                 continue
             old = known[(i, p)]
             checked += 1
@@ -177,10 +171,9 @@ def main(argv: list[str] | None = None) -> int:
                 bad.append((i, p, old.get("objective"), r["objective"], r["hash"][:60]))
                 tqdm.write(f"DIFFERENT {i} {p}", file=sys.stderr)
             if a.log is not None:
-                with a.log.open("a") as fh:
-                    fh.write(json.dumps({"instance": i, "policy": p, "identical": same, "objective": r["objective"],
-                                         "recorded_objective": old.get("objective"), "wall_s": r["wall_s"],
-                                         "recorded_wall_s": old["wall_s"]}) + "\n")
+                jsonl.append(a.log, {"instance": i, "policy": p, "identical": same, "objective": r["objective"],
+                                     "recorded_objective": old.get("objective"), "wall_s": r["wall_s"],
+                                     "recorded_wall_s": old["wall_s"]})
     if a.check is not None:
         for i, p, o1, o2, h in bad:
             print(f"DIFFERENT {i} {p}: objective {o1} -> {o2} ({h})")

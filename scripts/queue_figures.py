@@ -13,12 +13,12 @@ and a rerun skips the (seed, method) pairs already in ``--out`` (a killed run re
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from tqdm import tqdm
 
 from evaluation.generators import small_queue_instance
+from jctlab import jsonl
 from oracle import solve
 
 METHODS = ("cpsat", "auto")
@@ -32,10 +32,7 @@ def main() -> None:
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     ap.add_argument("--out", type=Path, default=Path("runs/queue_figures.jsonl"))
     a = ap.parse_args()
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    done = set()
-    if a.out.exists():
-        done = {(r["seed"], r["method"]) for r in map(json.loads, a.out.read_text().splitlines())}
+    done = {(r["seed"], r["method"]) for r in jsonl.read_all(a.out, repair=True)}
     todo = [(s, v) for s in range(*a.seeds) for v in a.methods if (s, v) not in done]
     for seed, v in tqdm(todo, desc="small queues"):
         inst = small_queue_instance(seed)
@@ -43,9 +40,8 @@ def main() -> None:
         gap = None if r.objective is None or r.lower_bound is None else (r.objective - r.lower_bound) / r.objective
         row = {"seed": seed, "method": v, "jobs": len(inst.jobs), "status": r.status.value, "objective": r.objective,
                "bound": r.lower_bound, "gap": gap, "runtime_s": r.runtime_s}
-        with a.out.open("a") as f:
-            f.write(json.dumps(row) + "\n")
-    rows = [json.loads(x) for x in a.out.read_text().splitlines()]
+        jsonl.append(a.out, row)
+    rows = jsonl.read_all(a.out)
     for v in a.methods:
         mine = [r for r in rows if r["method"] == v]
         if mine:

@@ -37,6 +37,7 @@ from tqdm import tqdm
 
 from baselines.families import PLACEMENTS, QUEUES
 from baselines.gavel import POLICIES as GAVEL
+from jctlab import jsonl
 from jctlab.loaders import default_data_dir
 from jctlab.registry import featured_policies, names
 from rl.families import MAIFS_GREEDY
@@ -96,9 +97,7 @@ def run(inst: Path, policy: str, timeout: float, pythonpath: str | None) -> dict
 
 
 def load(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return jsonl.read_all(path, repair=True)
 
 
 def measure(a, data: Path) -> None:
@@ -127,8 +126,7 @@ def measure(a, data: Path) -> None:
                     timed_out.add((pol, lab))
             rec = {"size": size, "policy": pol, "version": lab, "rep": rep, "timeout_s": a.timeout, "cap_s": a.cap,
                    "load1": os.getloadavg()[0], **r}
-            with res_path.open("a") as fh:
-                fh.write(json.dumps(rec) + "\n")
+            jsonl.append(res_path, rec)
 
 
 def best(rows: list[dict]) -> dict[tuple[str, str, str], dict]:

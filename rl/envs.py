@@ -24,6 +24,7 @@ inst})`` runs a given instance once.
 from __future__ import annotations
 
 import copy
+import os
 import time
 from dataclasses import replace
 from typing import Any, Callable, Sequence
@@ -32,11 +33,12 @@ import gymnasium as gym
 import numpy as np
 
 from jctlab.generators import offline_instance
-from jctlab.model import Instance, Schedule
+from jctlab.model import Instance, Schedule, load_instance
 from jctlab.replay import Replay
 from jctlab.simulate import Preempt, Simulator, Start
 
 from .observe import Decision, EnvConfig, InstanceInfo, observation_space
+from .suites import training_source
 
 Source = Callable[[np.random.Generator], Instance]
 
@@ -203,4 +205,23 @@ class _NoPolicy:
         return []
 
 
-__all__ = ["SchedulingEnv", "EnvConfig", "generator_source", "suite_source", "Preempt", "Start"]
+#: the env's Gymnasium id, registered when this module is imported (``gymnasium.make("rl.envs:" + ENV_ID)``
+#: imports it first)
+ENV_ID = "jctlab/Scheduling-v0"
+
+
+def make_env(source: Instance | Source | None = None, *, family: str = "small",
+             instance: str | os.PathLike | None = None, config: EnvConfig | None = None, problem: str | None = None,
+             reward_scale: float = 1.0) -> SchedulingEnv:
+    """The entry point of :data:`ENV_ID`: an env over ``source`` (an instance or a source), else over the
+    instance file ``instance``, else over the training seeds (below 9,000) of ``family`` (:mod:`rl.suites`; a
+    comma-separated list draws a family per episode). The other arguments are :class:`SchedulingEnv`'s."""
+    if source is None:
+        source = load_instance(instance) if instance is not None else training_source(family, problem or "offline")
+    return SchedulingEnv(source, config, problem=problem, reward_scale=reward_scale)
+
+
+if ENV_ID not in gym.registry:
+    gym.register(id=ENV_ID, entry_point=make_env)
+
+__all__ = ["SchedulingEnv", "EnvConfig", "ENV_ID", "make_env", "generator_source", "suite_source", "Preempt", "Start"]

@@ -29,20 +29,30 @@ global features).
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import replace
 from typing import Any, Callable
 
 import numpy as np
 from gymnasium import spaces
-from pettingzoo import ParallelEnv
+from pettingzoo import AECEnv, ParallelEnv
+from pettingzoo.utils.conversions import parallel_to_aec
 
-from jctlab.model import Instance, Schedule
+from jctlab.model import Instance, Schedule, load_instance
 from jctlab.replay import Replay
 from jctlab.simulate import Simulator
 
 from .coordination import OUTCOMES, Claim, Resolution, resolve
-from .marl_observe import F_GLOB, F_NODE, MarlConfig, MarlDecision, MarlInfo, observation_space
+from .maifs_workloads import TRAIN_FAMILIES, training_source
+from .marl_observe import (
+    F_GLOB,
+    F_NODE,
+    MarlConfig,
+    MarlDecision,
+    MarlInfo,
+    observation_space,
+)
 
 Source = Callable[[np.random.Generator], Instance]
 
@@ -64,6 +74,7 @@ class MaifsParallelEnv(ParallelEnv):
         self.source = source
         self.reward_scale = float(reward_scale)
         self.max_cycles = max_cycles
+        self.render_mode = None          # nothing to render (PettingZoo's wrappers read the attribute)
         self.possible_agents = [f"agent_{i}" for i in range(self.cfg.max_agents)]
         self.agents: list[str] = []
         obs_space = observation_space(self.cfg)
@@ -224,4 +235,22 @@ class MaifsParallelEnv(ParallelEnv):
         return out
 
 
-__all__ = ["MaifsParallelEnv", "MarlConfig", "OUTCOMES"]
+def parallel_env(source: Instance | Source | None = None, *, family: str = TRAIN_FAMILIES,
+                 instance: str | os.PathLike | None = None, config: MarlConfig | None = None, reward_scale: float = 1.0,
+                 max_cycles: int | None = None) -> MaifsParallelEnv:
+    """PettingZoo's constructor (``rl.marl_env.parallel_env(...)``, as ``pistonball_v6.parallel_env()``): the env
+    over ``source`` (an instance or a source), else over the instance file ``instance``, else over the training
+    seeds (below 9,000) of ``family`` (:mod:`rl.maifs_workloads`; comma-separated: a family per episode). The
+    other arguments are :class:`MaifsParallelEnv`'s."""
+    if source is None:
+        source = load_instance(instance) if instance is not None else training_source(family)
+    return MaifsParallelEnv(source, config, reward_scale=reward_scale, max_cycles=max_cycles)
+
+
+def env(**kwargs: Any) -> AECEnv:
+    """The AEC form of :func:`parallel_env` (``pettingzoo.utils.parallel_to_aec``): agents act in turn, and the
+    joint step runs once every agent has acted."""
+    return parallel_to_aec(parallel_env(**kwargs))
+
+
+__all__ = ["MaifsParallelEnv", "MarlConfig", "OUTCOMES", "parallel_env", "env"]

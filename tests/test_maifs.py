@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
-from pettingzoo.test import parallel_api_test
+from pettingzoo.test import api_test, parallel_api_test
 
 from jctlab.cli import main
 from jctlab.generators import offline_instance
@@ -25,7 +25,7 @@ from rl.coordination import DEFERRED, GRANTED, JOINT, LOST_JOB, OUTCOMES, Claim,
 from rl.maifs_policy import shipped
 from rl.maifs_workloads import family_instances, synergy_instance, training_source
 from rl.mappo import Args, train
-from rl.marl_env import MaifsParallelEnv
+from rl.marl_env import MaifsParallelEnv, env as aec_env, parallel_env
 from rl.marl_nets import MaifsNet, batch_obs
 from rl.marl_observe import FAIR, MarlConfig, frontier
 from rl.ppo import load_checkpoint
@@ -64,6 +64,27 @@ def test_pettingzoo_parallel_api():
         parallel_api_test(env, num_cycles=1000)
     assert env.observation_space("agent_0") is env.observation_space("agent_0")
     assert env.state().shape == env.state_space.shape
+
+
+def test_pettingzoo_constructors_and_the_aec_api(tmp_path):
+    """PettingZoo's module convention: ``parallel_env(...)`` over a family's training seeds or an instance file,
+    and ``env(...)``, its AEC form, which passes PettingZoo's AEC API test. The test's only warnings are its two
+    advisories about Dict observations (the masks travel in the observation, as in PettingZoo's classic envs)."""
+    cfg = MarlConfig(max_jobs=6, max_agents=2)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        api_test(aec_env(family="syn-pai", config=cfg), num_cycles=300)
+    assert {str(w.message).split(" ")[0] for w in seen} <= {"Observation"}, [str(w.message) for w in seen]
+    inst = family_instances("syn-small", 1, "train", start=7)[0]
+    save_instance(inst, tmp_path / "i.json")
+    par = parallel_env(instance=tmp_path / "i.json", config=MarlConfig(max_agents=4))
+    obs, _ = par.reset(seed=0)
+    assert par.inst == inst and set(obs) == set(par.agents)
+    par = parallel_env(family="syn-queue", config=cfg)
+    par.reset(seed=3)
+    first = par.inst.name
+    par.reset(seed=3)
+    assert par.inst.name == first and int(first.rsplit("seed", 1)[1]) < 9_000
 
 
 @pytest.mark.parametrize("make", [

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import math
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
 from jctlab.generators import offline_instance
-from jctlab.model import Instance
+from jctlab.model import Instance, save_instance
 from jctlab.replay import replay
-from rl.envs import EnvConfig, SchedulingEnv, generator_source
+from rl.envs import ENV_ID, EnvConfig, SchedulingEnv, generator_source
 
 SMALL = EnvConfig(max_jobs=6, max_running=6, max_nodes=4, max_shapes=4)
 
@@ -48,6 +49,36 @@ def test_gymnasium_checker(problem):
     env = SchedulingEnv(generator_source(problem, gpus=8, nodes=2, jobs=5, variability=0.1, interarrival_s=300),
                         SMALL)
     check_env(env, skip_render_check=True)
+
+
+def test_the_registered_id_makes_the_env_over_a_family_or_a_file(tmp_path):
+    """``gymnasium.make`` by id (the module imported by the id's prefix too): training seeds of a family, the
+    same seed giving the same instance and episode, a vector of two, and an instance file; Gymnasium's
+    passive checker (on by default in ``make``) raises nothing over whole episodes."""
+    env = gym.make("rl.envs:" + ENV_ID, family="queue", config=SMALL, reward_scale=100.0)
+    names, rets = [], []
+    for _ in range(2):
+        ret, _ = rollout(env.unwrapped, 5)
+        names.append(env.unwrapped.inst.name)
+        rets.append(ret)
+        assert int(names[-1].rsplit("seed", 1)[1]) < 9_000 and names[-1].startswith("queue-")
+        rep = replay(env.unwrapped.inst, env.unwrapped.schedule)
+        assert rep.valid and math.isclose(-ret * 100.0, env.unwrapped.total_jct, rel_tol=1e-9)
+    assert names[0] == names[1] and rets[0] == rets[1]
+    vec = gym.make_vec(ENV_ID, num_envs=2, vectorization_mode="sync", family="small", config=SMALL)
+    obs, _ = vec.reset(seed=0)
+    assert obs["action_mask"].shape == (2, SMALL.n_actions) and obs["action_mask"][:, 0].all()
+    vec.close()
+    i = inst(jobs=5)
+    save_instance(i, tmp_path / "i.json")
+    env = gym.make(ENV_ID, instance=tmp_path / "i.json", config=SMALL)
+    obs, _ = env.reset(seed=0)
+    assert env.unwrapped.inst == i
+    done = False
+    while not done:
+        obs, _, done, trunc, _ = env.step(int(np.flatnonzero(obs["action_mask"])[-1]))
+        assert not trunc
+    assert replay(i, env.unwrapped.schedule).valid
 
 
 @pytest.mark.parametrize("problem, kw", [

@@ -2,11 +2,12 @@
 
 Long runs (the evaluation runner's cells, DAgger's episodes, the daemon's decision log, the fuzz log and the
 figure scripts) record each finished piece of work as one JSON line the moment it is done, so that a killed run
-resumes where it stopped and loses nothing. :class:`Writer` writes a line whole, flushes and fsyncs it before
-the next; a run killed while writing leaves at most one partial last line. :func:`read` skips that line (and
-with ``repair`` cuts it off, so that the next line appended starts on a line of its own); a bad line anywhere
-else is an :class:`~jctlab.errors.InputError` naming the file and the byte (the file was edited). Blank lines
-are skipped.
+resumes where it stopped and loses nothing. :class:`Writer` writes a line whole (its newline last), flushes
+and fsyncs it before the next; a run killed while writing leaves at most the bytes of one line without its
+newline. :func:`read` and :func:`last` skip them (and with ``repair`` cut them off; a :class:`Writer` cuts them
+before it appends), so the next line starts on a line of its own. A whole line that is not JSON is an
+:class:`~jctlab.errors.InputError` naming the file and the byte (the file was edited). Blank lines are
+skipped.
 """
 
 from __future__ import annotations
@@ -19,30 +20,28 @@ from typing import IO, Any, Iterator
 from . import limits as L
 from .errors import InputError
 
+CHUNK = 65536     # bytes read back at a time from a file's end
+
 
 def read(path: str | os.PathLike, *, repair: bool = False) -> Iterator[tuple[int, Any]]:
-    """(byte offset, value) of every whole line of ``path`` (nothing when it does not exist). A last line
-    that is not whole JSON ending in a newline (a run killed while writing) is skipped, and cut off when
-    ``repair``; any other line that is not JSON is an InputError."""
+    """(byte offset, value) of every whole line of ``path`` (nothing when it does not exist). The bytes after
+    the last newline (a run killed while writing) are skipped, and cut off when ``repair``; a whole line that
+    is not JSON is an InputError naming the file and its byte."""
     p = Path(path)
     if not p.exists():
         return
-    size = p.stat().st_size
     cut = None
     with open(p, "rb") as f:
         off = 0
         for line in f:
-            last = off + len(line) == size
+            if not line.endswith(b"\n"):        # only the last line can lack one
+                cut = off
+                break
             if line.strip():
                 try:
-                    if not line.endswith(b"\n"):
-                        raise ValueError("partial line")
                     value = L.loads(line, str(p))      # nesting checked before parsing (no RecursionError)
-                except (ValueError, InputError):
-                    if not last:
-                        raise InputError(str(p), f"byte {off}", "not a JSON line (the file was edited?)") from None
-                    cut = off
-                    break
+                except InputError:
+                    raise InputError(str(p), f"byte {off}", "not a JSON line (the file was edited?)") from None
                 yield off, value
             off += len(line)
     if cut is not None and repair:
@@ -57,12 +56,13 @@ def read_all(path: str | os.PathLike, *, repair: bool = False) -> list[Any]:
 
 class Writer:
     """Appends JSON lines to ``path`` (made with its folder when missing), each whole, flushed and fsynced
-    before :meth:`write` returns. Open it after reading the file with ``repair`` (a partial last line left by a
-    kill would otherwise join the first new one)."""
+    before :meth:`write` returns. A partial last line that a kill left is cut off first, so that the first
+    new line starts on a line of its own."""
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        _cut_partial_tail(self.path)
         self._f: IO[str] | None = open(self.path, "a", encoding="utf-8")
 
     def write(self, value: Any) -> None:
@@ -94,6 +94,54 @@ class Writer:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def last(path: str | os.PathLike, *, repair: bool = False) -> Any:
+    """The value of the last whole line of ``path`` (None when there is none), reading the file back from its
+    end only (a long log costs no more than a short one). Bytes after the last newline (a kill mid-write) are
+    skipped, and cut off when ``repair``; a last whole line that is not JSON is an InputError."""
+    p = Path(path)
+    if not p.exists():
+        return None
+    with open(p, "r+b" if repair else "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        pos, tail = size, b""
+        while pos > 0 and not _whole_lines(tail, pos):
+            step = min(CHUNK, pos)
+            pos -= step
+            f.seek(pos)
+            tail = f.read(step) + tail
+        end = tail.rfind(b"\n") + 1
+        if repair and pos + end < size:
+            f.truncate(pos + end)
+    lines = _whole_lines(tail, pos)
+    return L.loads(lines[-1], str(p)) if lines else None
+
+
+def _whole_lines(tail: bytes, pos: int) -> list[bytes]:
+    """The non-blank lines of ``tail`` (the file's bytes from offset ``pos`` on) known to be whole: ended by a
+    newline, and begun by one too unless ``pos`` is the file's start."""
+    parts = tail[:tail.rfind(b"\n") + 1].split(b"\n")[:-1]
+    return [x for x in parts[(0 if pos == 0 else 1):] if x.strip()]
+
+
+def _cut_partial_tail(path: Path) -> None:
+    """Cut the bytes after the last newline of ``path`` (nothing when it ends with one, or does not exist)."""
+    if not path.exists():
+        return
+    with open(path, "r+b") as f:
+        end = f.seek(0, os.SEEK_END)
+        pos = end
+        while pos > 0:
+            step = min(CHUNK, pos)
+            f.seek(pos - step)
+            k = f.read(step).rfind(b"\n")
+            if k >= 0:
+                pos = pos - step + k + 1
+                break
+            pos -= step
+        if pos < end:
+            f.truncate(pos)
 
 
 def append(path: str | os.PathLike, value: Any) -> None:

@@ -57,22 +57,8 @@ class Daemon:
     # ------------------------------------------------------------------ outputs (derived, exactly once)
     def _logged_seq(self) -> int:
         """The last seq in the log, after cutting a half-written last line."""
-        if not self.log.exists():
-            return 0
-        with open(self.log, "rb+") as f:
-            size = f.seek(0, os.SEEK_END)
-            pos, tail = size, b""
-            while pos > 0 and tail.count(b"\n") < 2:
-                step = min(65536, pos)
-                pos -= step
-                f.seek(pos)
-                tail = f.read(step) + tail
-            cut = tail.rfind(b"\n") + 1
-            if pos + cut < size:             # a last line without its newline: killed mid-write
-                f.truncate(pos + cut)
-                tail = tail[:cut]
-            lines = tail.splitlines()
-        return int(json.loads(lines[-1])["seq"]) if lines and lines[-1].strip() else 0
+        rec = jsonl.last(self.log, repair=True)
+        return int(rec["seq"]) if rec else 0
 
     def sync_outputs(self) -> None:
         last = self._logged_seq()

@@ -104,8 +104,8 @@ def row_problem(row: dict[str, Any]) -> str | None:
 
 def read_rows(path: str | os.PathLike, repair: bool = False) -> Iterator[tuple[str, dict[str, Any]]]:
     """(key, row) of every whole line, first occurrence of a key only. A last line without its newline
-    (a run killed while writing) is skipped, and cut off when ``repair`` (:func:`jctlab.jsonl.read`); a bad line
-    elsewhere is an error."""
+    (a run killed while writing) is skipped, and cut off when ``repair`` (:func:`jctlab.jsonl.read`); a whole
+    line that is not a cell's row is an error."""
     seen: set[str] = set()
     for off, row in jsonl.read(path, repair=repair):
         key = row.get("key") if isinstance(row, dict) else None

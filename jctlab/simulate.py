@@ -155,6 +155,7 @@ class Simulator:
         self._order = sorted(range(len(inst.jobs)), key=lambda j: (inst.jobs[j].arrival, j))
         self._ai = 0                          # next arrival in _order
         self._next_round = 0.0 if round_s else math.inf   # rounds on the grid 0, R, 2R, ...
+        self._last_stop = -math.inf           # when a job was last stopped (and left waiting)
 
     # --------------------------------------------------------------------- views
     @property
@@ -255,9 +256,11 @@ class Simulator:
                 f"{restart / self.round_s:.3g} rounds) ends; stopped as never ending")
 
     def stuck(self) -> bool:
-        """Jobs wait on an idle cluster and no arrival (or, with rounds, no round) will ask again."""
+        """Jobs wait on an idle cluster and no arrival (or, with rounds, no round) will ask again. A job stopped
+        at this very instant is not stuck: the next round asks again, and a policy may restart it only then
+        (the RL env's rule, :mod:`rl.envs`: a job stopped at a decision point cannot restart at that point)."""
         return (not self.engine.running and not self.arrivals_left and bool(self.waiting)
-                and (not self.round_s or "round" in self.reasons))
+                and (not self.round_s or "round" in self.reasons) and self._last_stop < self.now)
 
     def finish(self, runtime: float) -> tuple[Schedule, Replay]:
         """The schedule of the finished run, replayed, claiming the replayed objective."""
@@ -298,6 +301,7 @@ class Simulator:
                 else:
                     close(j, t)
                     waiting[j] = None
+                    self._last_stop = t
             else:
                 starts.append(a)
         opened = self._open

@@ -21,7 +21,6 @@ actions, the no-op included).
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
@@ -33,17 +32,18 @@ from jctlab.errors import InputError
 from jctlab.model import Instance
 from jctlab.simulate import Preempt, Simulator, Start
 
-from .observe import Decision, EnvConfig, InstanceInfo
+from .agent import AgentPolicy
+from .observe import Decision, EnvConfig
 from .ppo import build_net, load_checkpoint
-
 
 
 def shipped(policy: str) -> Path:
     return Path(str(resources.files("rl") / "checkpoints" / f"{policy}.pt"))
 
 
-class LearnedPolicy:
-    """A trained network acting in the simulator (see the module docstring)."""
+class LearnedPolicy(AgentPolicy):
+    """A trained network acting in the simulator (see the module docstring): an agent of the env
+    (:class:`rl.agent.AgentPolicy`) whose choice is the network's."""
 
     def __init__(self, inst: Instance, checkpoint: str | Path, seed: int = 0, deterministic: bool = True,
                  preempt: bool | None = None, threads: int = 1, idle_wait: bool = True,
@@ -54,9 +54,8 @@ class LearnedPolicy:
             raise InputError(str(checkpoint), "", f"cannot read the checkpoint ({e.__class__.__name__})") from None
         if not isinstance(st, dict) or st.get("format") != "jctlab.rl-checkpoint/1":
             raise InputError(str(checkpoint), "format", "not a jctlab RL checkpoint")
-        self.inst = inst
         base = EnvConfig(**st["env"])
-        self.cfg = replace(base.sized_for(inst), idle_wait=bool(idle_wait))
+        cfg = replace(base.sized_for(inst), idle_wait=bool(idle_wait))
         self.trained_scale = base.time_scale
         self.auto_scale = time_scale == "auto"
         if not self.auto_scale:
@@ -66,50 +65,28 @@ class LearnedPolicy:
                 scale = -1.0
             if not scale > 0:
                 raise InputError("command line", "--time-scale", f"'auto' or seconds > 0, got {time_scale!r}")
-            self.cfg = replace(self.cfg, time_scale=scale)
+            cfg = replace(cfg, time_scale=scale)
+        super().__init__(inst, None, cfg)
         self.net = build_net(st["policy"], self.cfg, st["hidden"])
         self.net.load_state_dict(st["model"])
         self.net.eval()
-        self.info = InstanceInfo(inst)
         self.deterministic = deterministic
         trained_preemptive = st["args"].get("problem", "offline") == "preemptive"
         self.preempt = trained_preemptive if preempt is None else bool(preempt)
         self.gen = torch.Generator().manual_seed(int(seed))
         self.threads = threads
-        self.latencies: list[float] = []
-        self.point_latencies: list[float] = []
-        self.cpu_latencies: list[float] = []        # the same, in this thread's CPU time (load-independent)
-        self.point_cpu_latencies: list[float] = []
-        if inst.problem == "preemptive":
-            self.round_s = self.cfg.round_s
 
-    def decide(self, sim: Simulator):
-        t0, c0 = time.perf_counter(), time.thread_time()
+    def start_point(self, sim: Simulator) -> None:
         torch.set_num_threads(self.threads)
-        started: set[int] = set()
-        stopped: set[int] = set()
         if self.auto_scale and sim.arrived:
             self.cfg = replace(self.cfg, time_scale=self._scale(sim))
-        gen = None if self.deterministic else self.gen
-        for _ in range(4 * len(self.inst.jobs) + 4):      # each job starts or stops at most once per point
-            t1, c1 = time.perf_counter(), time.thread_time()
-            d = Decision(sim, self.info, self.cfg, started, stopped)
-            if d.only_noop:
-                break
-            if not self.preempt:
-                d.obs["action_mask"][1: 1 + self.cfg.max_running] = 0
-            with torch.inference_mode():
-                a = self.net.act({k: torch.from_numpy(v)[None] for k, v in d.trimmed().items()}, gen)
-            act = d.action(a)
-            self.latencies.append(time.perf_counter() - t1)
-            self.cpu_latencies.append(time.thread_time() - c1)
-            if act is None:
-                break
-            sim.apply([act])
-            (started if isinstance(act, Start) else stopped).add(act.job)
-        self.point_latencies.append(time.perf_counter() - t0)
-        self.point_cpu_latencies.append(time.thread_time() - c0)
-        return []
+
+    def choose(self, d: Decision) -> int:
+        if not self.preempt:
+            d.obs["action_mask"][1: 1 + self.cfg.max_running] = 0
+        with torch.inference_mode():
+            return self.net.act({k: torch.from_numpy(v)[None] for k, v in d.trimmed().items()},
+                                None if self.deterministic else self.gen)
 
     def _scale(self, sim: Simulator) -> float:
         """The trained time scale, stretched by how much longer the jobs that have arrived are than the

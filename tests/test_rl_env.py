@@ -13,6 +13,8 @@ from gymnasium.utils.env_checker import check_env
 from jctlab.generators import offline_instance
 from jctlab.model import Instance, save_instance
 from jctlab.replay import replay
+from jctlab.simulate import simulate
+from rl.agent import agent_factory
 from rl.envs import ENV_ID, EnvConfig, SchedulingEnv, generator_source
 
 SMALL = EnvConfig(max_jobs=6, max_running=6, max_nodes=4, max_shapes=4)
@@ -171,6 +173,12 @@ def test_maskable_ppo_trains_a_few_hundred_steps():
         assert env.action_masks()[int(a)]
         obs, _, done, _, _ = env.step(a)
     assert replay(env.inst, env.schedule).valid
+    # the documented way to score such an agent through the harness (docs/evaluation.md): the same schedule
+    pol = agent_factory(lambda o: model.predict(o, action_masks=o["action_mask"], deterministic=True)[0],
+                        SMALL)(env.inst)
+    sched, rep = simulate(env.inst, pol, method="sb3")
+    assert rep.valid and [(g.job, g.start, g.alloc) for g in sched.segments] == \
+        [(g.job, g.start, g.alloc) for g in env.schedule.segments]
 
 
 def test_idle_wait_off_masks_the_noop_on_an_idle_cluster():

@@ -166,3 +166,36 @@ def test_a_run_defers_full_collections_and_restores_the_collector():
     with pytest.raises(RuntimeError):
         simulate(inst, Failing())
     assert gc.get_threshold() == before
+
+
+class StopAtRound:
+    """Starts job 0 on the first GPU; at round ``stop_at`` stops it, and restarts it at the next round (or, with
+    ``restart=False``, never). With one job, that round leaves it waiting on an idle cluster."""
+
+    round_s = 10.0
+
+    def __init__(self, inst: Instance, stop_at: float, restart: bool = True):
+        self.alloc = Allocation((inst.cluster.gpus[0].id,))
+        self.stop_at, self.restart, self.stopped = stop_at, restart, None
+
+    def decide(self, sim):
+        if 0 in sim.running and sim.now >= self.stop_at and self.stopped is None:
+            self.stopped = sim.now
+            return [Preempt(0)]
+        if 0 in sim.waiting and (self.stopped is None or self.restart and sim.now > self.stopped):
+            return [Start(0, self.alloc)]
+        return []
+
+
+def test_a_job_stopped_at_a_round_waits_for_the_next_round_not_an_error():
+    """The RL env's rule (a job stopped at a decision point restarts at a later one): stopping the last running
+    job leaves the cluster idle for one round, which is not a stuck run; leaving it waiting at the next round
+    with nothing stopped then is."""
+    inst = offline_instance(gpus=2, nodes=1, jobs=1, max_size=1, seed=3, problem="preemptive", restart_s=0.0,
+                            duration_h=(0.5, 0.5), types=("v100",))
+    pol = StopAtRound(inst, stop_at=600.0)
+    sched, rep = simulate(inst, pol)
+    assert rep.valid and pol.stopped == 600.0
+    assert [(s.start, s.end) for s in sched.segments][:2] == [(0.0, 600.0), (610.0, sched.segments[1].end)]
+    with pytest.raises(PolicyError, match="waiting on an idle cluster"):
+        simulate(inst, StopAtRound(inst, stop_at=600.0, restart=False))

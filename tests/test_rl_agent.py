@@ -1,0 +1,73 @@
+"""An agent of the Gymnasium env run as a jctlab policy (rl.agent): its episode in the env and its run through
+the simulator are one schedule; what it may not do is refused with a clear error."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jctlab.errors import InputError
+from jctlab.generators import offline_instance
+from jctlab.replay import replay
+from jctlab.simulate import PolicyError, simulate
+from rl.agent import AgentPolicy, agent_factory
+from rl.envs import EnvConfig, SchedulingEnv
+
+CFG = EnvConfig(max_jobs=6, max_running=6, max_nodes=4, max_shapes=4)
+
+
+def hashed_agent(salt: int, invalid_every: int = 0):
+    """A deterministic agent: a valid action drawn from a hash of the observation (so the same state gets
+    the same choice in the env and in the simulator), now and then an invalid one where waiting is allowed."""
+    def act(obs):
+        h = int.from_bytes(hashlib.sha256(b"".join(np.ascontiguousarray(v).tobytes() for v in obs.values())
+                                          + bytes([salt])).digest()[:8], "big")
+        mask = obs["action_mask"]
+        if invalid_every and h % invalid_every == 0 and mask[0]:
+            return len(mask) + 3 if h % 2 else int(np.flatnonzero(mask == 0)[0]) if (mask == 0).any() else 0
+        valid = np.flatnonzero(mask)
+        return int(valid[h % len(valid)])
+    return act
+
+
+def env_schedule(inst, act, cfg):
+    env = SchedulingEnv(inst, cfg)
+    obs, _ = env.reset(seed=0)
+    done = False
+    while not done:
+        obs, _, done, trunc, _ = env.step(act(obs))
+        assert not trunc
+    return env.schedule, env.total_jct
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 8_999), problem=st.sampled_from(["offline", "preemptive"]), salt=st.integers(0, 255),
+       jobs=st.integers(3, 8), invalid_every=st.sampled_from([0, 3]))
+def test_an_agent_makes_the_same_schedule_in_the_env_and_in_the_simulator(seed, problem, salt, jobs, invalid_every):
+    inst = offline_instance(gpus=8, nodes=2, jobs=jobs, variability=0.1, locality_penalty=1.3, interarrival_s=300,
+                            duration_h=(0.1, 0.6), seed=seed, problem=problem, restart_s=30.0)
+    act = hashed_agent(salt, invalid_every)
+    in_env, total = env_schedule(inst, act, CFG)
+    pol = agent_factory(act, CFG)(inst, seed=0)
+    sched, rep = simulate(inst, pol, round_s=getattr(pol, "round_s", None), method="agent")
+    assert rep.valid and replay(inst, sched).valid
+    assert [(s.job, s.start, s.end, s.alloc) for s in sched.segments] == \
+           [(s.job, s.start, s.end, s.alloc) for s in in_env.segments]
+    assert rep.objective * len(inst.jobs) == pytest.approx(total, rel=1e-9)
+
+
+def test_an_invalid_action_where_a_job_must_start_is_a_policy_error():
+    inst = offline_instance(gpus=8, nodes=2, jobs=3, interarrival_s=300, seed=1)
+    cfg = EnvConfig(max_jobs=6, max_running=6, max_nodes=4, max_shapes=4, idle_wait=False)
+    with pytest.raises(PolicyError, match="invalid where a job must start"):
+        simulate(inst, AgentPolicy(inst, lambda obs: -1, cfg), method="agent")
+
+
+def test_an_instance_larger_than_the_agents_tables_is_refused():
+    inst = offline_instance(gpus=32, nodes=8, jobs=3, seed=1)
+    with pytest.raises(InputError, match="max_nodes"):
+        AgentPolicy(inst, lambda obs: 0, CFG)

@@ -30,6 +30,8 @@ from jctlab.errors import InputError
 from jctlab.model import Instance
 from jctlab.simulate import PolicyError, Simulator, Start
 
+from .coordination import Claim, resolve
+from .marl_observe import MarlConfig, MarlDecision, MarlInfo
 from .observe import Decision, EnvConfig, InstanceInfo
 
 Act = Callable[[dict[str, np.ndarray]], Any]
@@ -105,4 +107,59 @@ def agent_factory(act: Act, config: EnvConfig | None = None) -> Callable[..., Ag
     return factory
 
 
-__all__ = ["AgentPolicy", "agent_factory"]
+MarlAct = Callable[[dict[str, dict[str, np.ndarray]]], dict[str, Any]]
+
+
+class MarlAgentPolicy:
+    """Agents of the PettingZoo env (:mod:`rl.marl_env`) deciding in the simulator as the env would:
+    ``act({agent: obs}) -> {agent: action}`` over the env's agents and observations (``agent_0`` ..); the claims
+    are resolved over the coordination graph and the starts applied at once; while some start, the agents act
+    again at the same instant; a step that starts nothing ends the point, unless waiting is not allowed there,
+    where they claim again (after ``100 × jobs`` such steps the run stops, as the env does). Invalid actions
+    are no claim, as in the env."""
+
+    def __init__(self, inst: Instance, act: MarlAct, config: MarlConfig):
+        self.inst, self.act, self.cfg = inst, act, config
+        self.info = MarlInfo(inst, config)
+        self.names = [f"agent_{i}" for i in range(len(self.info.groups))]
+
+    def decide(self, sim: Simulator) -> list:
+        substep, forced_steps = 0, 0
+        d = MarlDecision(sim, self.info, self.cfg, substep)
+        while not d.only_noop:
+            acts = self.act({name: {k: v[i].copy() for k, v in d.obs.items()} for i, name in enumerate(self.names)})
+            claims = []
+            for i, name in enumerate(self.names):
+                try:
+                    a = int(np.asarray(acts.get(name, 0)).item())
+                except (TypeError, ValueError):
+                    a = -1
+                opt = d.option(i, a) if 0 < a < self.cfg.n_actions and d.obs["action_mask"][i, a] else None
+                if opt is not None:
+                    claims.append(Claim(i, opt))
+            res = resolve(sim, self.info, claims)
+            if res.starts:
+                sim.apply(res.starts)
+            elif not d.forced:
+                break
+            else:
+                forced_steps += 1
+                if forced_steps > 100 * len(self.inst.jobs):
+                    raise PolicyError("the agents claim nothing that starts the jobs waiting on the idle cluster")
+            substep += 1
+            d = MarlDecision(sim, self.info, self.cfg, substep)
+        return []
+
+
+def marl_agent_factory(act: MarlAct, config: MarlConfig | None = None) -> Callable[..., MarlAgentPolicy]:
+    """A policy factory of PettingZoo agents ``act`` with ``config`` (default: ``MarlConfig()``), as
+    :func:`agent_factory`."""
+    cfg = config or MarlConfig()
+
+    def factory(inst: Instance, seed: int = 0, **_: Any) -> MarlAgentPolicy:
+        return MarlAgentPolicy(inst, act, cfg)
+
+    return factory
+
+
+__all__ = ["AgentPolicy", "agent_factory", "MarlAgentPolicy", "marl_agent_factory"]

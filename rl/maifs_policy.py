@@ -65,9 +65,9 @@ class MaifsPolicy:
     def decide(self, sim: Simulator):
         if self.auto_scale and sim.arrived:
             self.cfg = replace(self.cfg, time_scale=self._scale(sim))
-        for _ in range(4 * len(self.inst.jobs) + 8):
+        for substep in range(4 * len(self.inst.jobs) + 8):
             t0, c0 = time.perf_counter(), time.thread_time()
-            d = MarlDecision(sim, self.info, self.cfg)
+            d = MarlDecision(sim, self.info, self.cfg, substep)     # the env's count of steps at this instant
             if d.only_noop:
                 return []
             acts = self.chooser(d)

@@ -1,5 +1,5 @@
-"""An agent of the Gymnasium env run as a jctlab policy (rl.agent): its episode in the env and its run through
-the simulator are one schedule; what it may not do is refused with a clear error."""
+"""Agents of the Gymnasium and PettingZoo envs run as jctlab policies (rl.agent): an episode in the env and the
+run through the simulator are one schedule; what an agent may not do is refused with a clear error."""
 
 from __future__ import annotations
 
@@ -14,8 +14,12 @@ from jctlab.errors import InputError
 from jctlab.generators import offline_instance
 from jctlab.replay import replay
 from jctlab.simulate import PolicyError, simulate
-from rl.agent import AgentPolicy, agent_factory
+from rl.agent import AgentPolicy, agent_factory, marl_agent_factory
 from rl.envs import EnvConfig, SchedulingEnv
+from rl.maifs_policy import MaifsPolicy
+from rl.maifs_workloads import family_instances
+from rl.marl_env import MaifsParallelEnv
+from rl.marl_observe import MarlConfig
 
 CFG = EnvConfig(max_jobs=6, max_running=6, max_nodes=4, max_shapes=4)
 
@@ -71,3 +75,47 @@ def test_an_instance_larger_than_the_agents_tables_is_refused():
     inst = offline_instance(gpus=32, nodes=8, jobs=3, seed=1)
     with pytest.raises(InputError, match="max_nodes"):
         AgentPolicy(inst, lambda obs: 0, CFG)
+
+
+def hashed_agents(salt: int, invalid_every: int = 0):
+    """Per agent, :func:`hashed_agent`'s choice on its own observation (PettingZoo's parallel form)."""
+    one = hashed_agent(salt, invalid_every)
+    return lambda obs: {name: one(o) for name, o in obs.items()}
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 8_999), salt=st.integers(0, 255), fam=st.sampled_from(["syn-small", "syn-pai", "syn-queue"]),
+       invalid_every=st.sampled_from([0, 4]))
+def test_pettingzoo_agents_make_the_same_schedule_in_the_env_and_in_the_simulator(seed, salt, fam, invalid_every):
+    inst = family_instances(fam, 1, "train", start=seed)[0]
+    cfg = MarlConfig(max_jobs=6, max_agents=4)
+    act = hashed_agents(salt, invalid_every)
+    env = MaifsParallelEnv(inst, cfg)
+    obs, _ = env.reset(seed=0)
+    while env.agents:
+        obs, _, _, trunc, _ = env.step(act(obs))
+        assert not any(trunc.values())
+    sched, rep = simulate(inst, marl_agent_factory(act, cfg)(inst), method="agents")
+    assert rep.valid
+    assert [(s.job, s.start, s.end, s.alloc) for s in sched.segments] == \
+           [(s.job, s.start, s.end, s.alloc) for s in env.schedule.segments]
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 8_999), salt=st.integers(0, 255), fam=st.sampled_from(["syn-small", "syn-pai", "syn-queue"]))
+def test_the_maifs_policy_sees_the_envs_observations(seed, salt, fam):
+    """The shipped multi-agent policy's loop (rl.maifs_policy) with a chooser over the observations makes the env's
+    schedule: it counts the steps at an instant as the env does (an observed feature; it was always 0 before)."""
+    inst = family_instances(fam, 1, "train", start=seed)[0]
+    cfg = MarlConfig(max_jobs=32, max_agents=4)
+    one = hashed_agent(salt)
+    env = MaifsParallelEnv(inst, cfg)
+    obs, _ = env.reset(seed=0)
+    while env.agents:
+        obs, _, _, _, _ = env.step({name: one(o) for name, o in obs.items()})
+    pol = MaifsPolicy(inst, cfg, lambda d: np.array([one({k: v[i] for k, v in d.obs.items()})
+                                                     for i in range(len(d.info.groups))]))
+    sched, rep = simulate(inst, pol, method="maifs-chooser")
+    assert rep.valid
+    assert [(s.job, s.start, s.alloc) for s in sched.segments] == \
+           [(s.job, s.start, s.alloc) for s in env.schedule.segments]

@@ -101,6 +101,26 @@ def test_built_suite_has_sound_references(tiny_suite):
     assert sum("re-proven" in f.message for f in findings) == sum(i.reference("opt") is not None for i in s.instances)
 
 
+def test_an_optimum_shipped_without_its_schedule_is_checked_by_its_re_proof(tiny_suite, tmp_path, capsys):
+    """The data suites ship no schedules: an optimum there fails the plain check (it is only a claim) and passes
+    with ``--reprove``, whose re-proof is its check (before, it failed either way)."""
+    d = json.loads(tiny_suite.read_text())
+    for i in d["instances"]:
+        for r in i["references"]:
+            if r["kind"] == "opt":
+                r["schedule"] = None
+    bare = tmp_path / "bare.json"
+    (tmp_path / "bare").symlink_to(tiny_suite.parent / "tiny")
+    d["name"] = "bare"
+    bare.write_text(json.dumps(d))
+    opts = sum(any(r["kind"] == "opt" for r in i["references"]) for i in d["instances"])
+    assert opts >= 1
+    assert main(["suite", "check", str(bare)]) == 1
+    assert capsys.readouterr().out.count("no schedule shipped (check it with --reprove)") == opts
+    assert main(["suite", "check", str(bare), "--reprove", "--verbose"]) == 0
+    assert capsys.readouterr().out.count("re-proven") == opts
+
+
 def test_suite_check_catches_a_doctored_bound(tiny_suite, tmp_path, capsys):
     d = json.loads(tiny_suite.read_text())
     inst = next(i for i in d["instances"] if any(r["kind"] == "lb" for r in i["references"]))

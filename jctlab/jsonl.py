@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Callable, Iterator
 
 from . import limits as L
 from .errors import InputError
@@ -104,18 +104,30 @@ def last(path: str | os.PathLike, *, repair: bool = False) -> Any:
     if not p.exists():
         return None
     with open(p, "r+b" if repair else "rb") as f:
-        size = f.seek(0, os.SEEK_END)
-        pos, tail = size, b""
-        while pos > 0 and not _whole_lines(tail, pos):
-            step = min(CHUNK, pos)
-            pos -= step
-            f.seek(pos)
-            tail = f.read(step) + tail
-        end = tail.rfind(b"\n") + 1
-        if repair and pos + end < size:
-            f.truncate(pos + end)
+        size, pos, tail = _read_back(f, lambda tail, pos: bool(_whole_lines(tail, pos)))
+        if repair:
+            _cut_after_last_newline(f, size, pos, tail)
     lines = _whole_lines(tail, pos)
     return L.loads(lines[-1], str(p)) if lines else None
+
+
+def _read_back(f: IO[bytes], enough: Callable[[bytes, int], bool]) -> tuple[int, int, bytes]:
+    """The file's size, and its bytes from offset ``pos`` on, read back from the end in CHUNK steps until
+    ``enough(tail, pos)`` or the start: (size, pos, tail)."""
+    size = f.seek(0, os.SEEK_END)
+    pos, tail = size, b""
+    while pos > 0 and not enough(tail, pos):
+        step = min(CHUNK, pos)
+        pos -= step
+        f.seek(pos)
+        tail = f.read(step) + tail
+    return size, pos, tail
+
+
+def _cut_after_last_newline(f: IO[bytes], size: int, pos: int, tail: bytes) -> None:
+    end = pos + tail.rfind(b"\n") + 1            # 0 when the file holds no newline at all
+    if end < size:
+        f.truncate(end)
 
 
 def _whole_lines(tail: bytes, pos: int) -> list[bytes]:
@@ -130,18 +142,7 @@ def _cut_partial_tail(path: Path) -> None:
     if not path.exists():
         return
     with open(path, "r+b") as f:
-        end = f.seek(0, os.SEEK_END)
-        pos = end
-        while pos > 0:
-            step = min(CHUNK, pos)
-            f.seek(pos - step)
-            k = f.read(step).rfind(b"\n")
-            if k >= 0:
-                pos = pos - step + k + 1
-                break
-            pos -= step
-        if pos < end:
-            f.truncate(pos)
+        _cut_after_last_newline(f, *_read_back(f, lambda tail, pos: b"\n" in tail))
 
 
 def append(path: str | os.PathLike, value: Any) -> None:

@@ -8,21 +8,15 @@ left; an invalid action is the no-op, as in the env. So an agent's episode in th
 ``jctlab simulate`` / ``jctlab evaluate`` are one schedule (``tests/test_rl_agent.py`` checks it), and every
 schedule the harness scores is replayed.
 
-    # myagent.py: PYTHONPATH=. jctlab evaluate --suite queue-small --methods myagent:factory,sjf+pal
-    from sb3_contrib import MaskablePPO
-    from rl.agent import agent_factory
-    from rl.observe import EnvConfig
-
-    model = MaskablePPO.load("runs/sb3/model.zip")
-    factory = agent_factory(lambda obs: int(model.predict(obs, action_masks=obs["action_mask"],
-                                                          deterministic=True)[0]),
-                            EnvConfig())      # the config the agent was trained with
+A whole example (sb3-contrib's MaskablePPO trained on the env, then ``jctlab evaluate --methods agent:factory``):
+``examples/sb3-agent/agent.py``.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -116,39 +110,60 @@ class MarlAgentPolicy:
     are resolved over the coordination graph and the starts applied at once; while some start, the agents act
     again at the same instant; a step that starts nothing ends the point, unless waiting is not allowed there,
     where they claim again (after ``100 × jobs`` such steps the run stops, as the env does). Invalid actions
-    are no claim, as in the env."""
+    are no claim, as in the env. Subclasses choose through :meth:`choose` instead (the shipped policy,
+    :mod:`rl.maifs_policy`).
 
-    def __init__(self, inst: Instance, act: MarlAct, config: MarlConfig):
+    ``latencies`` keeps the wall time of each step (every agent's observation, the choice, the resolution),
+    ``cpu_latencies`` its CPU time in this thread, ``coordination`` the graph's counts summed over the run."""
+
+    def __init__(self, inst: Instance, act: MarlAct | None, config: MarlConfig):
         self.inst, self.act, self.cfg = inst, act, config
         self.info = MarlInfo(inst, config)
         self.names = [f"agent_{i}" for i in range(len(self.info.groups))]
+        self.latencies: list[float] = []
+        self.cpu_latencies: list[float] = []
+        self.coordination: dict[str, int] = {}
+
+    def choose(self, d: MarlDecision) -> Sequence[Any]:
+        """One action per agent (by index) at decision ``d``: the agents', on copies of their observations."""
+        assert self.act is not None, "MarlAgentPolicy without act: override choose"
+        acts = self.act({name: {k: v[i].copy() for k, v in d.obs.items()} for i, name in enumerate(self.names)})
+        return [acts.get(name, 0) for name in self.names]
+
+    def start_point(self, sim: Simulator) -> None:
+        """Called once at each decision point before the first step (a subclass's hook)."""
 
     def decide(self, sim: Simulator) -> list:
-        substep, forced_steps = 0, 0
-        d = MarlDecision(sim, self.info, self.cfg, substep)
-        while not d.only_noop:
-            acts = self.act({name: {k: v[i].copy() for k, v in d.obs.items()} for i, name in enumerate(self.names)})
+        self.start_point(sim)
+        forced_steps = 0
+        for substep in itertools.count():
+            t0, c0 = time.perf_counter(), time.thread_time()
+            d = MarlDecision(sim, self.info, self.cfg, substep)    # the env's count of steps at this instant
+            if d.only_noop:
+                return []
             claims = []
-            for i, name in enumerate(self.names):
+            for i, act in enumerate(self.choose(d)):
                 try:
-                    a = int(np.asarray(acts.get(name, 0)).item())
+                    a = int(np.asarray(act).item())
                 except (TypeError, ValueError):
                     a = -1
                 opt = d.option(i, a) if 0 < a < self.cfg.n_actions and d.obs["action_mask"][i, a] else None
                 if opt is not None:
                     claims.append(Claim(i, opt))
             res = resolve(sim, self.info, claims)
+            self.latencies.append(time.perf_counter() - t0)
+            self.cpu_latencies.append(time.thread_time() - c0)
+            for k, v in res.counts().items():
+                self.coordination[k] = self.coordination.get(k, 0) + v
             if res.starts:
                 sim.apply(res.starts)
             elif not d.forced:
-                break
+                return []
             else:
                 forced_steps += 1
                 if forced_steps > 100 * len(self.inst.jobs):
                     raise PolicyError("the agents claim nothing that starts the jobs waiting on the idle cluster")
-            substep += 1
-            d = MarlDecision(sim, self.info, self.cfg, substep)
-        return []
+        return []  # pragma: no cover - the loop returns or raises
 
 
 def marl_agent_factory(act: MarlAct, config: MarlConfig | None = None) -> Callable[..., MarlAgentPolicy]:

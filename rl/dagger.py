@@ -88,7 +88,10 @@ class Episode:
 
     @staticmethod
     def from_json(line: str) -> "Episode":
-        d = json.loads(line)
+        return Episode.from_dict(json.loads(line))
+
+    @staticmethod
+    def from_dict(d: dict) -> "Episode":
         return Episode(d["family"], int(d["seed"]), tuple(d["actions"]), tuple(d["labels"]), tuple(d["returns"]))
 
 
@@ -241,11 +244,10 @@ def run(a: DaggerArgs, progress: bool = True) -> Path:
     header = json.dumps({"format": FORMAT, "args": {k: v for k, v in dataclasses.asdict(a).items()
                                                     if k not in ("workers", "threads", "out")},
                          "env": dataclasses.asdict(cfg)})
-    done: dict[tuple[str, int], str] = {}
+    done: dict[tuple[str, int], Episode] = {}
     for d in jsonl.read_all(path, repair=True)[1:]:     # an episode cut short by a kill is rolled in again
-        line = json.dumps(d)
-        ep = Episode.from_json(line)
-        done[(ep.family, ep.seed)] = line
+        ep = Episode.from_dict(d)
+        done[(ep.family, ep.seed)] = ep
     for it in range(1, a.iterations + 1):
         nxt = out / f"iter{it}.pt"
         if nxt.exists():
@@ -265,7 +267,7 @@ def run(a: DaggerArgs, progress: bool = True) -> Path:
             try:
                 for line in (pool.imap_unordered(_work, jobs) if pool else map(_work, jobs)):
                     ep = Episode.from_json(line)
-                    done[(ep.family, ep.seed)] = line
+                    done[(ep.family, ep.seed)] = ep
                     f.write_json(line)
                     bar.update()
             finally:
@@ -273,7 +275,7 @@ def run(a: DaggerArgs, progress: bool = True) -> Path:
                     pool.close()
             bar.close()
         # every episode so far, in a fixed order (the file's order depends on the workers)
-        eps = sorted((Episode.from_json(x) for x in done.values()), key=lambda ep: (ep.seed, ep.family))
+        eps = sorted(done.values(), key=lambda ep: (ep.seed, ep.family))
         extra = all_steps(eps, cfg, bargs.reward_scale)
         seed_everything(a.seed + it, a.threads)
         bc.clone(a.policy, demos, dataclasses.replace(bargs, epochs=a.epochs), cfg, a.hidden, a.seed + it, out,

@@ -20,7 +20,6 @@ before measuring this policy there).
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
@@ -31,12 +30,12 @@ import torch
 
 from jctlab.errors import InputError
 from jctlab.model import Instance
-from jctlab.simulate import PolicyError, Simulator
+from jctlab.simulate import Simulator
 
-from . import coordination
+from .agent import MarlAgentPolicy
 from .maifs_teacher import greedy_actions
 from .marl_nets import MaifsNet, batch_obs
-from .marl_observe import MarlConfig, MarlDecision, MarlInfo
+from .marl_observe import MarlConfig, MarlDecision
 from .ppo import load_checkpoint
 
 CHECKPOINT_FORMAT = "jctlab.maifs-checkpoint/1"
@@ -47,42 +46,23 @@ def shipped() -> Path:
     return Path(str(resources.files("rl") / "checkpoints" / "maifs.pt"))
 
 
-class MaifsPolicy:
-    """Agents acting in the simulator through ``chooser(decision) -> one action per agent``."""
+class MaifsPolicy(MarlAgentPolicy):
+    """Agents acting in the simulator through ``chooser(decision) -> one action per agent``: agents of the env
+    (:class:`rl.agent.MarlAgentPolicy`) whose choice is ``chooser``'s, seeing ``RUNTIME_WINDOW`` waiting jobs."""
 
     def __init__(self, inst: Instance, cfg: MarlConfig, chooser: Callable[[MarlDecision], np.ndarray],
                  auto_scale: bool = False):
-        self.inst = inst
-        self.cfg = replace(cfg, max_jobs=max(cfg.max_jobs, min(RUNTIME_WINDOW, len(inst.jobs))))
-        self.info = MarlInfo(inst, self.cfg)
+        super().__init__(inst, None, replace(cfg, max_jobs=max(cfg.max_jobs, min(RUNTIME_WINDOW, len(inst.jobs)))))
         self.chooser = chooser
         self.trained_scale = cfg.time_scale
         self.auto_scale = auto_scale
-        self.latencies: list[float] = []
-        self.cpu_latencies: list[float] = []
-        self.coordination: dict[str, int] = {}
 
-    def decide(self, sim: Simulator):
+    def choose(self, d: MarlDecision) -> np.ndarray:
+        return self.chooser(d)
+
+    def start_point(self, sim: Simulator) -> None:
         if self.auto_scale and sim.arrived:
             self.cfg = replace(self.cfg, time_scale=self._scale(sim))
-        for substep in range(4 * len(self.inst.jobs) + 8):
-            t0, c0 = time.perf_counter(), time.thread_time()
-            d = MarlDecision(sim, self.info, self.cfg, substep)     # the env's count of steps at this instant
-            if d.only_noop:
-                return []
-            acts = self.chooser(d)
-            claims = [coordination.Claim(a, o) for a, act in enumerate(acts) if (o := d.option(a, int(act))) is not None]
-            res = coordination.resolve(sim, self.info, claims)
-            self.latencies.append(time.perf_counter() - t0)
-            self.cpu_latencies.append(time.thread_time() - c0)
-            for k, v in res.counts().items():
-                self.coordination[k] = self.coordination.get(k, 0) + v
-            if not res.starts:
-                if d.forced:
-                    continue
-                return []
-            sim.apply(res.starts)
-        raise PolicyError("maifs: no start after repeated claims on an idle cluster")
 
     def _scale(self, sim: Simulator) -> float:
         """The trained time scale stretched by the arrived jobs' median run time alone over one hour (as

@@ -271,3 +271,16 @@ def test_shipped_dagger_episodes_replay_on_this_code():
     for ep in eps[::30]:
         steps = dagger.episode_steps(ep, EnvConfig(), 3600.0)
         assert len(steps) == len(ep.actions) and steps.labels == list(ep.labels)
+
+
+def test_dagger_resumes_after_a_kill_in_the_middle_of_an_episode_line(tmp_path):
+    """A run killed while writing an episode leaves its line without a newline: the resumed run cuts it, rolls
+    that episode in again, and ends with the same episodes as a run never killed."""
+    args = dagger.DaggerArgs(iterations=1, episodes=2, epochs=1, first_epochs=1, out=str(tmp_path / "a"))
+    path = dagger.run(args, progress=False)
+    whole = path.read_bytes()
+    assert whole.count(b"\n") == 3                                 # the header and two episodes
+    (tmp_path / "a" / "iter1.pt").unlink()
+    path.write_bytes(whole[:-50])                                  # killed 50 bytes before the last line's end
+    dagger.run(args, progress=False)
+    assert path.read_bytes() == whole

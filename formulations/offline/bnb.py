@@ -88,6 +88,7 @@ class Choice:
     gpus: tuple[int, ...]          # GPU indices
     use: tuple[float, ...]         # demand on each binding CPU/memory resource
     option: Option
+    holds: bool = False            # any(use)
 
 
 def not_applicable(inst: Instance) -> str | None:
@@ -196,30 +197,34 @@ class Frame:
 
 
 class Front:
-    """Partial schedules with the same jobs placed (and the same jobs holding CPUs/memory), as rows
+    """Partial schedules with the same jobs placed (and the same jobs holding CPUs/memory), as columns
     (last start, objective so far, each GPU's free time clipped to the last start); none dominates
     another. A row no smaller anywhere than a kept one is dominated: every completion of it is
-    available to the kept one, no later (the exactness argument of the module docstring)."""
+    available to the kept one, no later (the exactness argument of the module docstring). Column-major:
+    fronts of a hundred rows or more are common, and the reductions over the few fields are then the
+    fast axis."""
 
     def __init__(self, width: int) -> None:
-        self.rows = np.empty((4, width))
+        self.cols = np.empty((width, 8))
         self.n = 0
 
     def add(self, row: list[float]) -> bool:
         """Keep ``row`` unless a kept row dominates it (False); drop the rows it dominates."""
-        x = np.asarray(row)
-        kept = self.rows[: self.n]
-        if self.n and np.all(kept <= x, axis=1).any():
-            return False
-        if self.n:
-            alive = ~np.all(x <= kept, axis=1)
-            if not alive.all():
-                self.n = int(alive.sum())
-                self.rows[: self.n] = kept[alive]
-        if self.n == len(self.rows):
-            self.rows = np.concatenate([self.rows, np.empty_like(self.rows)])
-        self.rows[self.n] = x
-        self.n += 1
+        x = np.array(row)[:, None]
+        n = self.n
+        if n:
+            kept = self.cols[:, :n]
+            if (kept <= x).all(0).any():
+                return False
+            dead = (kept >= x).all(0)
+            if dead.any():
+                alive = ~dead
+                n = int(np.count_nonzero(alive))
+                self.cols[:, :n] = kept[:, alive]
+        if n == self.cols.shape[1]:
+            self.cols = np.concatenate([self.cols, np.empty_like(self.cols)], axis=1)
+        self.cols[:, n] = x[:, 0]
+        self.n = n + 1
         return True
 
 
@@ -231,8 +236,8 @@ class Search:
         self.bind = sorted(binding_resources(inst, concrete))
         self.cap = [cap[b] + EPS * max(1.0, cap[b]) for b in self.bind]   # as fits_alone
         index = {g.id: i for i, g in enumerate(inst.cluster.gpus)}
-        self.choices = [sorted((Choice(o.dur, tuple(index[g] for g in o.alloc.gpus),
-                                       tuple(float(o.demand.get(b, 0.0)) for b in self.bind), o) for o in ol),
+        self.choices = [sorted((Choice(o.dur, tuple(index[g] for g in o.alloc.gpus), use, o, any(use))
+                                for o in ol for use in [tuple(float(o.demand.get(b, 0.0)) for b in self.bind)]),
                                key=lambda c: c.dur) for ol in concrete]
         self.arrival = [job.arrival for job in inst.jobs]
         self.w = objective_weights(inst)
@@ -254,8 +259,7 @@ class Search:
         """Search (from where it stopped) until done (True) or ``dl`` expires (False)."""
         if self._stack is None:   # the root
             self._stack = []
-            cand = self._children(0.0)
-            self.root_bound = self._bound(cand, 0.0)
+            self.root_bound = self._bound(self._children(0.0)[1], 0.0)
             self._push(0.0, 0.0, 0)
         stack = self._stack
         while stack:
@@ -292,7 +296,7 @@ class Search:
         old = [self.free[g] for g in ch.gpus]
         for g in ch.gpus:
             self.free[g] = c
-        holds = any(ch.use)
+        holds = ch.holds
         if holds:
             self.running.append((c, ch.use))
         self.left.remove(j)
@@ -321,11 +325,11 @@ class Search:
             front = self._seen[key] = Front(len(self.free) + 2)
         if not front.add([t, val] + [max(x, t) for x in self.free]):
             return False
-        cand = self._children(t)
+        cand, first = self._children(t)
         need = self.value * (1 - 1e-12) - val
-        if self._bound(cand, t, need) >= need:
+        if self._bound(first, t, need) >= need:
             return False
-        ect = min(x[0] for x in cand)
+        ect = min(first.values())
         cand = sorted((x for x in cand if x[1] < ect), key=lambda x: (x[0], x[2], x[3].dur))
         self._stack.append(Frame(t, val, mask, cand))
         return True
@@ -335,7 +339,7 @@ class Search:
         for g in c.gpus:
             if self.free[g] > s:
                 s = self.free[g]
-        if self.running and any(c.use):
+        if self.running and c.holds:
             while True:
                 over = False
                 for i, cap in enumerate(self.cap):
@@ -347,22 +351,30 @@ class Search:
                 s = min(e for e, _ in self.running if e > s)
         return s
 
-    def _children(self, t: float) -> list[tuple[float, float, int, Choice]]:
-        out = []
+    def _children(self, t: float) -> tuple[list[tuple[float, float, int, Choice]], dict[int, float]]:
+        """Every child (completion, start, job, choice) and each job's earliest completion over its choices."""
+        out, first = [], {}
+        free, holding = self.free, bool(self.running)
         for j in self.left:
             base = max(self.arrival[j], t)
+            least = math.inf
             for c in self.choices[j]:
-                s = self._start(base, c)
+                if holding and c.holds:
+                    s = self._start(base, c)
+                else:   # _start without CPUs/memory to wait for, inline: the search's innermost loop
+                    s = base
+                    for g in c.gpus:
+                        if free[g] > s:
+                            s = free[g]
                 out.append((s + c.dur, s, j, c))
-        return out
+                if s + c.dur < least:
+                    least = s + c.dur
+            first[j] = least
+        return out, first
 
-    def _bound(self, cand: list, t: float, enough: float = math.inf) -> float:
-        """Σ over the jobs left of a lower bound on w_j C_j (module docstring); the mean-busy-time bound only
-        where the first is below ``enough`` (what would prune)."""
-        first: dict[int, float] = {}
-        for c, _, j, _ in cand:
-            if c < first.get(j, math.inf):
-                first[j] = c
+    def _bound(self, first: dict[int, float], t: float, enough: float = math.inf) -> float:
+        """Σ over the jobs left of a lower bound on w_j C_j (module docstring), given each one's earliest completion
+        ``first``; the mean-busy-time bound only where the first is below ``enough`` (what would prune)."""
         f = sorted(max(x, t) for x in self.free)
         if not self.unit:
             cheap = sum(self.w[j] * first[j] for j in self.left)

@@ -197,12 +197,11 @@ class Frame:
 
 
 class Front:
-    """Partial schedules with the same jobs placed (and the same jobs holding CPUs/memory), as columns
+    """Partial schedules with the same jobs placed (and the same jobs holding CPUs/memory), each a column
     (last start, objective so far, each GPU's free time clipped to the last start); none dominates
-    another. A row no smaller anywhere than a kept one is dominated: every completion of it is
+    another. One no smaller in any field than a kept one is dominated: every completion of it is
     available to the kept one, no later (the exactness argument of the module docstring). Column-major:
-    fronts of a hundred rows or more are common, and the reductions over the few fields are then the
-    fast axis."""
+    fronts of a hundred schedules or more are common, and the comparisons then run along the long axis."""
 
     def __init__(self, width: int) -> None:
         self.cols = np.empty((width, 8))

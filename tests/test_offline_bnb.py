@@ -10,7 +10,7 @@ import dataclasses
 import math
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import oracle
@@ -188,3 +188,26 @@ def test_root_bound_never_exceeds_the_optimum(seed, jobs, weights):
                  objective="weighted_jct")
     inst = inst.replace_jobs([dataclasses.replace(j, weight=float(w)) for j, w in zip(inst.jobs, weights)])
     assert _root_bound(inst) <= brute.solve(inst).objective * (1 + 1e-9)
+
+
+#: rows of three fields: anywhere in a small grid, or on the plane a + b + c = 12, where no two distinct rows
+#: dominate each other (so that fronts grow past their first allocation of 8)
+ROW = st.one_of(st.lists(st.integers(0, 4), min_size=3, max_size=3),
+                st.tuples(st.integers(0, 6), st.integers(0, 6)).map(lambda ab: [ab[0], ab[1], 12 - ab[0] - ab[1]]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(ROW, min_size=10, max_size=80))
+@example(rows=[[a, b, 12 - a - b] for a in range(7) for b in range(7)])     # a front of 49
+def test_the_front_keeps_exactly_the_undominated_schedules(rows):
+    """The dominance front against a plain list: a schedule is refused when a kept one is no larger in every field,
+    else kept and every kept one no smaller in every field dropped; the growth and compaction paths are both
+    taken."""
+    front, kept = offline_bnb.Front(3), []
+    for r in rows:
+        x = [float(v) for v in r]
+        dominated = any(all(a <= b for a, b in zip(k, x)) for k in kept)
+        assert front.add(x) is (not dominated)
+        if not dominated:
+            kept = [k for k in kept if not all(b <= a for a, b in zip(k, x))] + [x]
+        assert sorted(map(tuple, front.cols[:, :front.n].T.tolist())) == sorted(map(tuple, kept))

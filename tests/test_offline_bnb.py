@@ -211,3 +211,31 @@ def test_the_front_keeps_exactly_the_undominated_schedules(rows):
         if not dominated:
             kept = [k for k in kept if not all(b <= a for a, b in zip(k, x))] + [x]
         assert sorted(map(tuple, front.cols[:, :front.n].T.tolist())) == sorted(map(tuple, kept))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), jobs=st.integers(2, 5), weights=st.lists(st.integers(1, 9), min_size=5, max_size=5))
+def test_each_gpu_weighting_of_the_busy_bound_is_below_the_optimum(seed, jobs, weights):
+    """The mean-busy-time bound with GPUs weighted alike and at their speeds: each at most the optimum."""
+    inst = queue(seed, jobs=jobs, interarrival_s=[60, 300, 900][seed % 3], gpus=2 + seed % 3, nodes=1 + seed % 2,
+                 objective="weighted_jct")
+    inst = inst.replace_jobs([dataclasses.replace(j, weight=float(w)) for j, w in zip(inst.jobs, weights)])
+    s = offline_bnb.Search(inst, concrete_options(inst)[0])
+    offset = sum(wj * j.arrival for wj, j in zip(objective_weights(inst), inst.jobs))
+    opt = brute.solve(inst).objective
+    for k in range(len(s.sigma)):
+        assert s._busy_bound_at(0.0, k) - offset <= opt * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_weighting_gpus_at_their_speed_lifts_the_busy_bound_on_mixed_gpus(seed):
+    """One V100 and one P100, four one-GPU jobs a minute apart: counted alike, the P100 does a V100's work and
+    the bound is 11-15 % lower than with it weighted at its speed (0.56-0.65), which stays below the optimum."""
+    inst = offline_instance(gpus=2, nodes=2, jobs=4, interarrival_s=60, duration_h=(0.1, 2), max_size=1,
+                            variability=0.0, seed=seed)
+    assert [g.type for g in inst.cluster.gpus] == ["v100", "p100"]
+    s = offline_bnb.Search(inst, concrete_options(inst)[0])
+    offset = sum(j.arrival for j in inst.jobs)
+    alike, speed = (s._busy_bound_at(0.0, k) - offset for k in range(2))
+    assert s.sigma[1][0] == 1.0 and 0.5 < s.sigma[1][1] < 0.7
+    assert alike * 1.1 < speed <= brute.solve(inst).objective * (1 + 1e-9)

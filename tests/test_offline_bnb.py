@@ -184,10 +184,17 @@ def test_mean_busy_time_bound_is_tight_on_identical_jobs():
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), jobs=st.integers(2, 5), weights=st.lists(st.integers(1, 9), min_size=5, max_size=5))
 def test_root_bound_never_exceeds_the_optimum(seed, jobs, weights):
+    """The root's bound, and the mean-busy-time bound under each GPU weighting (alike, at their speeds) alone: each
+    at most the optimum."""
     inst = queue(seed, jobs=jobs, interarrival_s=[60, 300, 900][seed % 3], gpus=2 + seed % 3, nodes=1 + seed % 2,
                  objective="weighted_jct")
     inst = inst.replace_jobs([dataclasses.replace(j, weight=float(w)) for j, w in zip(inst.jobs, weights)])
-    assert _root_bound(inst) <= brute.solve(inst).objective * (1 + 1e-9)
+    opt = brute.solve(inst).objective
+    assert _root_bound(inst) <= opt * (1 + 1e-9)
+    s = offline_bnb.Search(inst, concrete_options(inst)[0])
+    offset = sum(wj * j.arrival for wj, j in zip(objective_weights(inst), inst.jobs))
+    for k in range(len(s.sigma)):
+        assert s._busy_bound_at(0.0, k) - offset <= opt * (1 + 1e-9)
 
 
 #: rows of three fields: anywhere in a small grid, or on the plane a + b + c = 12, where no two distinct rows
@@ -211,20 +218,6 @@ def test_the_front_keeps_exactly_the_undominated_schedules(rows):
         if not dominated:
             kept = [k for k in kept if not all(b <= a for a, b in zip(k, x))] + [x]
         assert sorted(map(tuple, front.cols[:, :front.n].T.tolist())) == sorted(map(tuple, kept))
-
-
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10_000), jobs=st.integers(2, 5), weights=st.lists(st.integers(1, 9), min_size=5, max_size=5))
-def test_each_gpu_weighting_of_the_busy_bound_is_below_the_optimum(seed, jobs, weights):
-    """The mean-busy-time bound with GPUs weighted alike and at their speeds: each at most the optimum."""
-    inst = queue(seed, jobs=jobs, interarrival_s=[60, 300, 900][seed % 3], gpus=2 + seed % 3, nodes=1 + seed % 2,
-                 objective="weighted_jct")
-    inst = inst.replace_jobs([dataclasses.replace(j, weight=float(w)) for j, w in zip(inst.jobs, weights)])
-    s = offline_bnb.Search(inst, concrete_options(inst)[0])
-    offset = sum(wj * j.arrival for wj, j in zip(objective_weights(inst), inst.jobs))
-    opt = brute.solve(inst).objective
-    for k in range(len(s.sigma)):
-        assert s._busy_bound_at(0.0, k) - offset <= opt * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("seed", range(3))

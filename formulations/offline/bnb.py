@@ -47,7 +47,7 @@ job's area then min over its options of duration × Σ_{g in o} σ_g and the GPU
 second (spreading the weighted area evenly stays within the free GPUs' weight). Equal weights count a slow GPU
 like a fast one; weights at each GPU's speed (:func:`_speeds`) count it for what it does and make each job's
 area nearly the same on every GPU. The bound is the larger of the two weightings (on 4-GPU queues of V100s and
-P100s 6-40 % fewer nodes; the first bound weighted too pruned a few % more but cost more time than it saved).
+P100s 6-42 % fewer nodes; the first bound weighted too pruned a few % more but cost more time than it saved).
 A partial schedule seen before (same jobs placed, same t, same free times and
 node usage) with no larger objective prunes too.
 

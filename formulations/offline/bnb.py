@@ -94,7 +94,7 @@ class Choice:
     gpus: tuple[int, ...]          # GPU indices
     use: tuple[float, ...]         # demand on each binding CPU/memory resource
     option: Option
-    holds: bool = False            # any(use)
+    holds: bool = False            # any(use), kept: the search's innermost loop reads it
 
 
 def not_applicable(inst: Instance) -> str | None:
@@ -247,11 +247,11 @@ class Search:
         self.arrival = [job.arrival for job in inst.jobs]
         self.w = objective_weights(inst)
         self.unit = all(x == self.w[0] for x in self.w)
-        self.area = [min(c.dur * len(c.gpus) for c in cl) for cl in self.choices]
-        # the mean-busy-time bound's GPU weights: every GPU alike, and each GPU at its speed (module docstring)
+        # the area bounds' GPU weights: every GPU alike, and each GPU at its speed (module docstring)
         self.sigma = [[1.0] * len(index), _speeds(self.choices, len(index))]
         self.sigma_area = [[min(c.dur * sum(sig[g] for g in c.gpus) for c in cl) for cl in self.choices]
                            for sig in self.sigma]
+        self.area = self.sigma_area[0]      # GPUs × duration, the least over a job's options
         self.pmin = [cl[0].dur for cl in self.choices]
         self.free = [0.0] * len(index)
         self.running: list[tuple[float, tuple[float, ...]]] = []   # (end, use) of jobs holding CPUs/memory
@@ -343,22 +343,15 @@ class Search:
         self._stack.append(Frame(t, val, mask, cand))
         return True
 
-    def _start(self, base: float, c: Choice) -> float:
-        s = base
-        for g in c.gpus:
-            if self.free[g] > s:
-                s = self.free[g]
-        if self.running and c.holds:
-            while True:
-                over = False
-                for i, cap in enumerate(self.cap):
-                    if c.use[i] and c.use[i] + sum(u[i] for e, u in self.running if e > s) > cap:
-                        over = True
-                        break
-                if not over:
-                    return s
-                s = min(e for e, _ in self.running if e > s)
-        return s
+    def _fits_from(self, s: float, c: Choice) -> float:
+        """The earliest time from ``s`` (its GPUs free) at which ``c``'s CPUs/memory fit beside the running jobs."""
+        while True:
+            for i, cap in enumerate(self.cap):
+                if c.use[i] and c.use[i] + sum(u[i] for e, u in self.running if e > s) > cap:
+                    break
+            else:
+                return s
+            s = min(e for e, _ in self.running if e > s)
 
     def _children(self, t: float) -> tuple[list[tuple[float, float, int, Choice]], dict[int, float]]:
         """Every child (completion, start, job, choice) and each job's earliest completion over its choices."""
@@ -368,13 +361,12 @@ class Search:
             base = max(self.arrival[j], t)
             least = math.inf
             for c in self.choices[j]:
+                s = base    # the earliest start at which its GPUs are free (inline: the search's innermost loop)
+                for g in c.gpus:
+                    if free[g] > s:
+                        s = free[g]
                 if holding and c.holds:
-                    s = self._start(base, c)
-                else:   # _start without CPUs/memory to wait for, inline: the search's innermost loop
-                    s = base
-                    for g in c.gpus:
-                        if free[g] > s:
-                            s = free[g]
+                    s = self._fits_from(s, c)
                 out.append((s + c.dur, s, j, c))
                 if s + c.dur < least:
                     least = s + c.dur

@@ -127,7 +127,6 @@ def test_auto_on_the_10s_queue_rows(benchmark, row):
     assert sum(gaps) / len(gaps) <= 0.03
 
 
-@pytest.mark.xfail(reason="issue 45: 6-7 of 10 (the 12-job family stays open, the bound's side)", strict=False)
 def test_auto_proves_the_small_queues_at_60s(benchmark):
     """Issue 45's small queues: `auto`, 60 s, 2 threads, evaluation seeds 10 000-10 009 (the three families of
     ``evaluation.generators.small_queue_instance``); floor: at least 9 of 10 proven optimal. The same runs as

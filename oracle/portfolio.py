@@ -94,7 +94,7 @@ class PortfolioParams:
     #: jobs, or the options that parameter servers and CPU/memory levels multiply, and the search rarely ends:
     #: the members, given less time, then certify less)
     bnb_max_jobs: int = 12
-    bnb_max_options: int = 120
+    bnb_max_options: int = 300
     race_min_s: float = 5.0     # s: below this limit the members run in turn (starting two processes costs 0.3-1 s)
     member_min_s: float = 0.5   # s: a later member needs this much of the limit (its set-up costs 0.3-1 s)
     handback_s: float = 0.3     # s of the limit kept for the members' hand-back and the parent's replay

@@ -105,11 +105,11 @@ def test_time_limit_returns_best_schedule_and_a_valid_bound():
 
 
 def test_a_resumed_search_ends_where_an_uninterrupted_one_does():
-    inst = queue(2, jobs=8)
+    inst = queue(2, jobs=9)
     whole = offline_bnb.solve(inst)
     run = offline_bnb.Run.start(inst, None, 0.0)
     rounds = 0
-    while not run.resume(Budget(0.05)):
+    while not run.resume(Budget(0.01)):
         rounds += 1
     r = run.result()
     assert r.status == "optimal" and rounds > 0

@@ -211,9 +211,7 @@ def lagrangian_phase(state: State, share: float | None) -> None:
                    max(share * state.time_limit, state.offline.lag_min_s), left)
     options = None
     if state.complete and sum(map(len, state.concrete)) <= state.offline.lagrangian.max_exact_options:
-        # every allocation, per GPU: 0.4-1 % above the modes on 10-job queues on 4 GPUs
-        res = {r for r in capacities(state.inst) if r[0] in ("g", "n", "all")}
-        options = (state.concrete, res | binding_resources(state.inst, state.concrete))
+        options = lagrangian_bound.per_gpu_options(state.inst, state.concrete)
     try:
         lb = lagrangian_bound.lower_bound(state.inst, left, target=state.incumbent.objective,
                                           params=state.offline.lagrangian, options=options)

@@ -274,24 +274,31 @@ class Search:
 
     def __init__(self, inst: Instance, concrete: list[list[Option]], prices: NodePrices | None = None) -> None:
         cap = capacities(inst)
-        self.bind = sorted(binding_resources(inst, concrete))
-        self.cap = [cap[b] + EPS * max(1.0, cap[b]) for b in self.bind]   # as fits_alone
+        bind = sorted(binding_resources(inst, concrete))
         index = {g.id: i for i, g in enumerate(inst.cluster.gpus)}
         first = np.cumsum([0] + [len(ol) for ol in concrete]).tolist()
-        self.choices = [sorted((Choice(o.dur, tuple(index[g] for g in o.alloc.gpus), use, o, any(use), first[j] + k)
-                                for k, o in enumerate(ol)
-                                for use in [tuple(float(o.demand.get(b, 0.0)) for b in self.bind)]),
-                               key=lambda c: c.dur) for j, ol in enumerate(concrete)]
+        choices = [sorted((Choice(o.dur, tuple(index[g] for g in o.alloc.gpus), use, o, any(use), first[j] + k)
+                           for k, o in enumerate(ol)
+                           for use in [tuple(float(o.demand.get(b, 0.0)) for b in bind)]),
+                          key=lambda c: c.dur) for j, ol in enumerate(concrete)]
+        # the area bounds' GPU weights: every GPU alike, and each GPU at its speed (module docstring)
+        sigma = [[1.0] * len(index), _speeds(choices, len(index))]
+        areas = [[min(c.dur * sum(sig[g] for g in c.gpus) for c in cl) for cl in choices] for sig in sigma]
+        self._setup(inst, choices, len(index), bind, [cap[b] + EPS * max(1.0, cap[b]) for b in bind],  # as fits_alone
+                    sigma, areas, prices)
+
+    def _setup(self, inst: Instance, choices: list[list[Any]], n_gpus: int, bind: list, caps: list[float],
+               sigma: list[list[float]], areas: list[list[float]], prices: NodePrices | None) -> None:
+        """The search's state: per job its choices (by duration), the binding CPU/memory resources and their
+        capacities, the busy bound's GPU weights and each job's least weighted area under each."""
+        self.bind, self.cap, self.choices = bind, caps, choices
         self.arrival = [job.arrival for job in inst.jobs]
         self.w = objective_weights(inst)
         self.unit = all(x == self.w[0] for x in self.w)
-        # the area bounds' GPU weights: every GPU alike, and each GPU at its speed (module docstring)
-        self.sigma = [[1.0] * len(index), _speeds(self.choices, len(index))]
-        self.sigma_area = [[min(c.dur * sum(sig[g] for g in c.gpus) for c in cl) for cl in self.choices]
-                           for sig in self.sigma]
+        self.sigma, self.sigma_area = sigma, areas
         self.area = self.sigma_area[0]      # GPUs × duration, the least over a job's options
         self.pmin = [cl[0].dur for cl in self.choices]
-        self.free = [0.0] * len(index)
+        self.free = [0.0] * n_gpus
         self.running: list[tuple[float, tuple[float, ...]]] = []   # (end, use) of jobs holding CPUs/memory
         self.best: list[tuple[float, Option]] | None = None
         self.value = math.inf     # the incumbent's search value Σ w_j C_j (or an upper bound)
@@ -351,21 +358,28 @@ class Search:
         holds = ch.holds
         if holds:
             self.running.append((c, ch.use))
-        self.left.remove(j)
-        self._chosen[j] = (s, ch.option)
-        if self.prices is not None:
-            self._occupied.append(self.prices.place(ch.index, s))
+        self._mark(j, s, ch)
         return j, ch, old, holds
 
     def _undo(self, undo: tuple) -> None:
         j, ch, old, holds = undo
-        self.left.add(j)
-        if self.prices is not None:
-            self._occupied.pop()   # placements are undone last first
+        self._unmark(j)
         if holds:
             self.running.pop()
         for g, x in zip(ch.gpus, old):
             self.free[g] = x
+
+    def _mark(self, j: int, s: float, ch: Any) -> None:
+        """What a placement changes besides the GPUs: the jobs left, the choices, what the prices see occupied."""
+        self.left.remove(j)
+        self._chosen[j] = (s, ch.option)
+        if self.prices is not None:
+            self._occupied.append(self.prices.place(ch.index, s))
+
+    def _unmark(self, j: int) -> None:
+        self.left.add(j)
+        if self.prices is not None:
+            self._occupied.pop()   # placements are undone last first
 
     def _push(self, t: float, val: float, mask: int) -> bool:
         """Enter a node: a leaf updates the incumbent; a node not pruned goes on the stack (True)."""

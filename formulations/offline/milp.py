@@ -26,9 +26,9 @@ from .decode import decode, last_model_time
 from .local_search import search_options
 from .milp_model import MilpModelParams, build, run_solver, to_objective
 from .options import Option, binding_resources, capacities
-from .pipeline import (OfflineParams, Phase, State, check_offline, class_resources, finish, lagrangian_applies,
-                       lagrangian_phase, local_search, preemptive_lb, queued, run_phases, start, stop_without_time,
-                       time_indexed_lb)
+from .pipeline import (OfflineParams, Phase, State, check_offline, class_resources, class_search_applies,
+                       class_search_phase, finish, lagrangian_applies, lagrangian_phase, local_search, preemptive_lb,
+                       queued, run_phases, start, stop_without_time, time_indexed_lb)
 
 BOUND_SAFETY = 1e-7   # relative: the solvers' bounds are lowered by this much (their tolerances)
 
@@ -72,6 +72,8 @@ def phases(p: MilpParams) -> list[Phase[MilpState]]:
         Phase("lagrangian", lagrangian_phase, p.offline.lag_share,
               when=lambda s: s.pre is not None and lagrangian_applies(s)),
         Phase("local-search", first_local_search, p.offline.ls_share, when=lambda s: s.search is not None),
+        Phase("class-search", class_search_phase, p.offline.class_search_share,   # pruned at the searched incumbent
+              when=lambda s: s.pre is not None and class_search_applies(s)),
         Phase("no-time-left", stop_without_time),
         Phase("options", choose_options),
         Phase("time-indexed-lp", time_indexed_lp, p.ti_share, when=still_a_queue),

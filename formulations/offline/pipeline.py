@@ -28,11 +28,11 @@ from jctlab.result import Result, SolveStatus
 
 from ..budget import Budget
 from ..results import NO_INCUMBENT, Incumbent, gap_open, result_of_incumbent
-from . import lagrangian_bound, preemptive_bound, time_indexed_bound
+from . import class_search, lagrangian_bound, preemptive_bound, time_indexed_bound
 from .classes import class_options, trivial_bound
 from .concrete import ConcreteParams, concrete_options, job_infeasible, setup_until
 from .cpsat_model import NO_MODEL, ModelSolution
-from .decode import DecodeParams
+from .decode import DecodeParams, decode
 from .greedy import greedy, greedy_until
 from .lagrangian_bound import LagrangianParams
 from .local_search import SearchParams, improve
@@ -53,6 +53,11 @@ class OfflineParams:
     lag_min_s: float = 1.0       # s: ... but at least this, where it is at most lag_max_left of the time left
     lag_max_left: float = 0.3
     lagrangian: LagrangianParams = LagrangianParams()
+    #: of the limit, at most: the class model solved by the branch and bound (:mod:`.class_search`) where jobs queue,
+    #: on instances of at most class_search_max_jobs jobs and class_search_max_options class options
+    class_search_share: float = 0.5
+    class_search_max_jobs: int = 12
+    class_search_max_options: int = 150
     twins: bool = True           # order identical nodes by their first job in the relaxations (symmetry)
     concrete: ConcreteParams = ConcreteParams()
     search: SearchParams = SearchParams()
@@ -220,6 +225,31 @@ def lagrangian_phase(state: State, share: float | None) -> None:
     if lb is not None:
         state.raise_bound(lb)
     state.record("lagrangian")
+
+
+def class_search_applies(state: State) -> bool:
+    """A queue (as for the Lagrangian bound) on an instance small enough for the class model's search."""
+    o = state.offline
+    return (lagrangian_applies(state) and len(state.inst.jobs) <= o.class_search_max_jobs
+            and sum(map(len, class_options(state.inst))) <= o.class_search_max_options)
+
+
+def class_search_phase(state: State, share: float | None) -> None:
+    """The class model's optimum by the branch and bound (:mod:`.class_search`), pruned at the incumbent, within
+    ``share`` of the limit; an extra bound where it finishes, and its class schedule, decoded onto real GPUs, an
+    incumbent where it found one below the incumbent."""
+    left = state.remaining()
+    if left is not None and state.time_limit is not None and share is not None:
+        left = min(left, share * state.time_limit)
+    r = class_search.class_bound(state.inst, state.incumbent.objective, left, class_resources(state.inst))
+    if r is not None:
+        if r.schedule is not None:   # a class schedule below the incumbent: real GPUs in its order
+            opts = class_options(state.inst)
+            until = None if state.time_limit is None else time.perf_counter() + min(state.remaining(), 1.0)
+            state.offer(decode(state.inst, opts, class_search.class_solution(opts, r.schedule), state.solver,
+                               until))
+        state.raise_bound(r.bound)
+    state.record("class-search")
 
 
 def time_indexed_lb(inst: Instance, opts: list[list[Option]], res: set, best: Incumbent,

@@ -57,7 +57,8 @@ relaxation over every allocation with its capacity rows priced by the root's Lag
 at their true completions and the jobs left from their child starts. The bounds above see capacity but not that
 a multi-GPU job holds its GPUs for its whole run, and on 12-job queues on 6 GPUs of three types they are 30-40 %
 below the optimum at the root; the priced relaxation is a few per cent below and tightens as jobs are placed.
-There it cuts the nodes 20-50-fold: the search proves those queues in 3-35 s, which it did not in 60 s without.
+There it cuts the nodes 20-50-fold: the search proves those queues in 3-35 s, most of which it did not prove
+in 60 s without.
 The root's bound is the larger of the two, so an unfinished search reports the multipliers' bound.
 
 Interference is ignored in the search (it only slows jobs, SPEC §2: the search's optimum is a valid

@@ -19,8 +19,8 @@ free by its start is free for every later start, so which ones it takes does not
 Finished, the search proves min(class optimum, incumbent) ≤ the instance's optimum. Where some class holds GPUs
 that no node count names (a bare spread class), the model does not apply.
 
-Tests: ``tests/test_class_search.py`` (the bound never above brute force, with any prices; equal to :mod:`.bnb`'s
-optimum on one node of identical GPUs, where the class model is exact).
+Tests: ``tests/test_class_search.py`` (the bound never above brute force, with or without prices; equal to the
+brute-force optimum on one node of identical GPUs, where the class model is exact).
 """
 
 from __future__ import annotations

@@ -113,6 +113,15 @@ class BnbParams:
     prices_share: float = 0.2
     greedy_share: float = 0.05    # without a hint: the greedy's dispatch rules (:mod:`.greedy`), this share at most
 
+    def prices_time(self, time_limit: float | None) -> float | None:
+        """The multipliers' time within a search's ``time_limit``."""
+        return None if time_limit is None else self.prices_share * time_limit
+
+
+def arrival_offset(inst: Instance) -> float:
+    """Σ_j w_j a_j (normalised weights): a search value Σ_j w_j C_j minus this is the objective."""
+    return sum(w * job.arrival for w, job in zip(objective_weights(inst), inst.jobs))
+
 
 @dataclass(frozen=True)
 class Choice:
@@ -126,14 +135,21 @@ class Choice:
     index: int = 0                 # its place in the flat enumeration (jobs in order), for the node prices
 
 
-def not_applicable(inst: Instance) -> str | None:
-    """Why the search does not apply to ``inst`` (None: it does)."""
-    if inst.problem != "offline":
-        return "bnb covers the offline class only"
+def objective_not_searchable(inst: Instance) -> str | None:
+    """Why the search's objective does not fit ``inst``'s (None: a sum with positive weights)."""
     if inst.objective not in ("mean_jct", "weighted_jct"):
         return "bnb needs a mean_jct or weighted_jct objective"
     if any(w <= 0 for w in objective_weights(inst)):
         return "bnb needs positive job weights"
+    return None
+
+
+def not_applicable(inst: Instance) -> str | None:
+    """Why the search does not apply to ``inst`` (None: it does)."""
+    if inst.problem != "offline":
+        return "bnb covers the offline class only"
+    if (why := objective_not_searchable(inst)) is not None:
+        return why
     if len(inst.jobs) > MAX_JOBS:
         return f"bnb takes at most {MAX_JOBS} jobs"
     if not concrete_options(inst)[1]:
@@ -176,18 +192,13 @@ class Run:
         if bad is not None:
             return result_of_schedule(inst, SOLVER, None, None, t0, SOLVER, VERSION,
                           {**info, "reason": f"job {inst.jobs[bad].name} fits no allocation"}, infeasible=True)
-        w = objective_weights(inst)
-        offset = sum(wj * job.arrival for wj, job in zip(w, inst.jobs))
-        run = cls(inst, Search(inst, concrete), offset, None, None, t0, info)
+        run = cls(inst, Search(inst, concrete), arrival_offset(inst), None, None, t0, info)
         if hint is None:   # an incumbent from the start: the prices prune only below one
             hint = greedy(inst, SOLVER, None if time_limit is None else t0 + params.greedy_share * time_limit).schedule
         run.tighten(hint)
         if params.prices is not None:   # steered by the hint's objective
-            share = None if time_limit is None else params.prices_share * time_limit
-            m = lagrangian_bound.multipliers(inst, share, target=run.hint_obj, params=params.prices,
-                                             options=lagrangian_bound.per_gpu_options(inst, concrete))
-            if m is not None:
-                run.search.prices = NodePrices(m, [job.arrival for job in inst.jobs], float(m.w.sum()))
+            run.search.prices = NodePrices.at_root(inst, lagrangian_bound.per_gpu_options(inst, concrete), run.hint_obj,
+                                                   params.prices_time(time_limit), params.prices)
         return run
 
     def tighten(self, sched: Schedule | None) -> None:

@@ -31,9 +31,7 @@ from dataclasses import dataclass
 from jctlab.model import Instance
 
 from ..budget import Budget
-from ..schedules import objective_weights
-from . import lagrangian_bound
-from .bnb import BnbParams, Search
+from .bnb import BnbParams, Search, arrival_offset, objective_not_searchable
 from .classes import class_options
 from .cpsat_model import ModelSolution
 from .node_prices import NodePrices
@@ -112,8 +110,9 @@ class ClassSearch(Search):
 
 
 def applies(inst: Instance, opts: list[list[Option]]) -> bool:
-    """Every class names the GPUs it holds on each node (no bare spread class) and the objective is a sum."""
-    if inst.objective not in ("mean_jct", "weighted_jct") or any(w <= 0 for w in objective_weights(inst)):
+    """Every class names the GPUs it holds on each node (no bare spread class) and the objective is a sum with
+    positive weights."""
+    if objective_not_searchable(inst) is not None:
         return False
     return all(sum(v for r, v in o.demand.items() if r[0] == "n") == o.demand.get(("all",), -1)
                for ol in opts for o in ol) and all(opts)
@@ -122,10 +121,19 @@ def applies(inst: Instance, opts: list[list[Option]]) -> bool:
 @dataclass(frozen=True)
 class ClassResult:
     """A finished search: ``bound`` (min(class optimum, incumbent), lowered for rounding), and the class
-    schedule below the incumbent it found, if any (each job's start and class option)."""
+    schedule below the incumbent it found, if any (each job's start and class option of ``opts``)."""
 
     bound: float
     schedule: list[tuple[float, Option]] | None
+    opts: list[list[Option]]
+
+    def solution(self) -> ModelSolution | None:
+        """The class schedule as a model solution (each job's option index and start in seconds) for
+        :func:`.decode.decode`, which list-schedules real GPUs in its order."""
+        if self.schedule is None:
+            return None
+        choice = [next(k for k, o in enumerate(ol) if o is opt) for ol, (_, opt) in zip(self.opts, self.schedule)]
+        return ModelSolution("FEASIBLE", 1.0, -math.inf, choice, [start for start, _ in self.schedule])
 
 
 def class_bound(inst: Instance, incumbent: float, time_limit: float | None, resources: set,
@@ -137,24 +145,13 @@ def class_bound(inst: Instance, incumbent: float, time_limit: float | None, reso
     opts = class_options(inst)
     if not applies(inst, opts):
         return None
-    prices = None
-    if params.prices is not None:
-        m = lagrangian_bound.multipliers(inst, None if time_limit is None else params.prices_share * time_limit,
-                                         target=incumbent, params=params.prices, options=(opts, resources))
-        if m is not None:
-            prices = NodePrices(m, [job.arrival for job in inst.jobs], float(m.w.sum()))
+    prices = None if params.prices is None else NodePrices.at_root(inst, (opts, resources), incumbent,
+                                                                   params.prices_time(time_limit), params.prices)
     search = ClassSearch(inst, opts, prices)
-    offset = sum(w * job.arrival for w, job in zip(objective_weights(inst), inst.jobs))
+    offset = arrival_offset(inst)
     if math.isfinite(incumbent):
         search.value = (incumbent + offset) * (1 + 1e-9)
     if not search.resume(budget):
         return None
     found = min(search.value - offset, incumbent)
-    return ClassResult(found - (1e-9 * abs(found) + 1e-9), search.best)
-
-
-def class_solution(opts: list[list[Option]], schedule: list[tuple[float, Option]]) -> ModelSolution:
-    """A class schedule as a model solution (each job's option index and start in seconds) for
-    :func:`.decode.decode`, which list-schedules real GPUs in its order."""
-    choice = [next(k for k, o in enumerate(ol) if o is opt) for ol, (_, opt) in zip(opts, schedule)]
-    return ModelSolution("FEASIBLE", 1.0, -math.inf, choice, [start for start, _ in schedule])
+    return ClassResult(found - (1e-9 * abs(found) + 1e-9), search.best, opts)

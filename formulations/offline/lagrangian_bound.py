@@ -43,7 +43,6 @@ from .dff import DffParams, dff_rows
 from .options import Option, binding_resources, capacities
 from .preemptive_bound import Mode, job_modes
 
-
 MIN_TIME = 0.05   # s: below this, no bound is tried (setting up the choices alone takes about that at 160 jobs)
 
 
@@ -139,23 +138,6 @@ class StartChoice:
 
 
 @dataclass(frozen=True)
-class Multipliers:
-    """Multipliers λ (``lam``, rows × slots) and what they price: L(λ) is ``value`` (Σ_j w_j (C_j − a_j) units, ``w`` the jobs' weights,
-    not normalised); ``prices[k, q]`` = Σ_r coef_r(key k)·λ_{r,q} is what occupying slot q costs an item of
-    coefficient vector k, ``cap_prices[q]`` = Σ_r cap_r·λ_{r,q}; ``choices`` as the module builds them (per job,
-    per item in its list's order). Any λ ≥ 0 gives a bound: :mod:`.node_prices` prices the branch and bound's
-    nodes with them."""
-
-    value: float
-    lam: np.ndarray
-    tau: np.ndarray
-    prices: np.ndarray
-    cap_prices: np.ndarray
-    choices: list[StartChoice]
-    w: np.ndarray
-
-
-@dataclass(frozen=True)
 class Relaxation:
     """The relaxed problem of one instance: the grid ``tau``, the rows' capacities ``cap`` and the coefficient
     vectors ``coef`` (keys × rows), each (job, item)'s start choices, the jobs' weights."""
@@ -189,7 +171,28 @@ class Relaxation:
 
     def priced(self, lam: np.ndarray) -> Multipliers:
         """What ``lam`` (≥ 0, of :attr:`shape`) prices."""
-        return Multipliers(self.evaluate(lam)[0], lam, self.tau, self.coef @ lam, self.cap @ lam, self.choices, self.w)
+        return Multipliers(self.evaluate(lam)[0], lam, self)
+
+
+@dataclass(frozen=True)
+class Multipliers:
+    """Multipliers λ (``lam``, rows × slots) of a relaxation and L(λ), their ``value`` (Σ_j w_j (C_j − a_j) units,
+    the jobs' weights not normalised). Any λ ≥ 0 gives a bound: :mod:`.node_prices` prices the branch and bound's
+    nodes with them."""
+
+    value: float
+    lam: np.ndarray
+    relaxation: Relaxation
+
+    @property
+    def prices(self) -> np.ndarray:
+        """``prices[k, q]`` = Σ_r coef_r(key k)·λ_{r,q}: what occupying slot q costs an item of coefficient vector k."""
+        return self.relaxation.coef @ self.lam
+
+    @property
+    def cap_prices(self) -> np.ndarray:
+        """Σ_r cap_r·λ_{r,q} per slot q."""
+        return self.relaxation.cap @ self.lam
 
 
 def relaxation(inst: Instance, params: LagrangianParams = LagrangianParams(),
@@ -250,7 +253,7 @@ def multipliers(inst: Instance, time_limit: float | None = None, *, target: floa
         lam = np.maximum(0.0, lam + theta * (aim - L) / norm * g)
     if not math.isfinite(best):
         return None
-    return Multipliers(best, best_lam, rel.tau, coef @ best_lam, cap @ best_lam, rel.choices, rel.w)
+    return Multipliers(best, best_lam, rel)
 
 
 def lower_bound(inst: Instance, time_limit: float | None = None, *, target: float | None = None,
@@ -263,7 +266,7 @@ def lower_bound(inst: Instance, time_limit: float | None = None, *, target: floa
     m = multipliers(inst, time_limit, target=target, params=params, options=options)
     if m is None:
         return None
-    lb = m.value / float(m.w.sum())
+    lb = m.value / float(m.relaxation.w.sum())
     return lb - (1e-7 * abs(lb) + 1e-9)
 
 

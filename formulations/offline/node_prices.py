@@ -36,7 +36,11 @@ from typing import Protocol
 
 import numpy as np
 
-from .lagrangian_bound import Multipliers
+from jctlab.model import Instance
+
+from . import lagrangian_bound
+from .lagrangian_bound import LagrangianParams, Multipliers
+from .options import Option
 
 
 class Indexed(Protocol):
@@ -61,31 +65,43 @@ class PricedOption:
 
 
 class NodePrices:
-    """The node bound of the module docstring for one instance and one set of multipliers. ``norm``: what the
-    search's values are divided by (its objective weights are the jobs' weights over ``norm``)."""
+    """The node bound of the module docstring for one instance (its jobs' ``arrivals``) and one set of
+    multipliers. ``norm``: what the search's values are divided by (its objective weights are the jobs' weights
+    over their sum)."""
 
-    def __init__(self, m: Multipliers, arrivals: list[float], norm: float) -> None:
+    def __init__(self, m: Multipliers, arrivals: list[float]) -> None:
+        rel = m.relaxation
         self.value = m.value
-        self.tau = m.tau.tolist()
-        self.norm = norm
+        self.tau = rel.tau.tolist()
+        self.norm = float(rel.w.sum())
         T = len(self.tau) - 1
-        prefix = np.zeros((m.prices.shape[0], T + 1))
-        np.cumsum(m.prices, axis=1, out=prefix[:, 1:])
+        prices = m.prices
+        prefix = np.zeros((prices.shape[0], T + 1))
+        np.cumsum(prices, axis=1, out=prefix[:, 1:])
         self.prefix = prefix.tolist()
         after = np.zeros(T + 1)
         after[:T] = np.cumsum(m.cap_prices[::-1])[::-1]
         self.cap_after = after.tolist()            # Σ_r cap_r λ_{r,q} over slots q from u on
         self.options: list[PricedOption] = []
-        for c in m.choices:
+        for c in rel.choices:
             occ = np.zeros(T + 2)
             full = np.full(T + 2, math.inf)
             ends = np.full(T + 2, T, dtype=int)
             p = prefix[c.key]
             occ[c.starts] = p[c.ends] - p[c.starts]
-            full[c.starts] = c.cost + occ[c.starts] + m.w[c.job] * arrivals[c.job]
+            full[c.starts] = c.cost + occ[c.starts] + rel.w[c.job] * arrivals[c.job]
             ends[c.starts] = c.ends
             best = np.minimum.accumulate(full[::-1])[::-1]
-            self.options.append(PricedOption(c.key, float(m.w[c.job]), occ.tolist(), best.tolist(), ends.tolist()))
+            self.options.append(PricedOption(c.key, float(rel.w[c.job]), occ.tolist(), best.tolist(), ends.tolist()))
+
+    @classmethod
+    def at_root(cls, inst: Instance, options: tuple[list[list[Option]], set], target: float | None,
+                time_limit: float | None, params: LagrangianParams) -> NodePrices | None:
+        """The subgradient's multipliers over ``options`` (an option model and its capacities: the allocations the
+        search enumerates, or the class model), steered by ``target`` (an incumbent's objective), within
+        ``time_limit``; None where :func:`.lagrangian_bound.multipliers` gives none."""
+        m = lagrangian_bound.multipliers(inst, time_limit, target=target, params=params, options=options)
+        return None if m is None else cls(m, [job.arrival for job in inst.jobs])
 
     def slot(self, s: float) -> int:
         """The slot holding time ``s`` (0 before the grid)."""

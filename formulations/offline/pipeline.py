@@ -243,11 +243,9 @@ def class_search_phase(state: State, share: float | None) -> None:
         left = min(left, share * state.time_limit)
     r = class_search.class_bound(state.inst, state.incumbent.objective, left, class_resources(state.inst))
     if r is not None:
-        if r.schedule is not None:   # a class schedule below the incumbent: real GPUs in its order
-            opts = class_options(state.inst)
+        if (sol := r.solution()) is not None:   # a class schedule below the incumbent: real GPUs in its order
             until = None if state.time_limit is None else time.perf_counter() + min(state.remaining(), 1.0)
-            state.offer(decode(state.inst, opts, class_search.class_solution(opts, r.schedule), state.solver,
-                               until))
+            state.offer(decode(state.inst, r.opts, sol, state.solver, until))
         state.raise_bound(r.bound)
     state.record("class-search")
 

@@ -19,7 +19,6 @@ from formulations import brute
 from formulations.offline import class_search, lagrangian_bound
 from formulations.offline.bnb import BnbParams
 from formulations.offline.classes import class_options
-from formulations.offline.pipeline import class_resources
 from jctlab.generators import offline_instance
 
 RTOL = 1e-6
@@ -34,15 +33,17 @@ def queue(seed: int, jobs: int, **over):
 
 def bound(inst, incumbent=math.inf, prices=True):
     params = BnbParams() if prices else BnbParams(prices=None)
-    r = class_search.class_bound(inst, incumbent, None, class_resources(inst), params)
+    r = class_search.class_bound(inst, incumbent, None, params)
     return None if r is None else r.bound
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), jobs=st.integers(2, 5), nodes=st.sampled_from([1, 2, 3]),
-       weighted=st.booleans(), prices=st.booleans())
-def test_the_class_bound_never_exceeds_the_optimum(seed, jobs, nodes, weighted, prices):
-    inst = queue(seed, jobs, gpus=2 * nodes, nodes=nodes, objective="weighted_jct" if weighted else "mean_jct")
+       weighted=st.booleans(), prices=st.booleans(), types=st.sampled_from([("v100", "p100", "k80"), ("v100",)]))
+def test_the_class_bound_never_exceeds_the_optimum(seed, jobs, nodes, weighted, prices, types):
+    """Mixed clusters (mostly a pool per node) and clusters of identical nodes (one pool of several nodes)."""
+    inst = queue(seed, jobs, gpus=2 * nodes, nodes=nodes, types=types,
+                 objective="weighted_jct" if weighted else "mean_jct")
     if weighted:
         inst = inst.replace_jobs([dataclasses.replace(j, weight=1.0 + (i % 3)) for i, j in enumerate(inst.jobs)])
     if not class_search.applies(inst, class_options(inst)):
@@ -50,6 +51,52 @@ def test_the_class_bound_never_exceeds_the_optimum(seed, jobs, nodes, weighted, 
     lb = bound(inst, prices=prices)
     assert lb is not None
     assert lb <= brute.solve(inst).objective * (1 + RTOL)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), jobs=st.integers(2, 4), cpu_mem=st.booleans())
+def test_with_parameter_servers_and_cpu_levels_the_bound_stays_below_the_optimum(seed, jobs, cpu_mem):
+    """The search keeps GPU counts only; its prices must not price the CPUs a parameter server binds."""
+    inst = queue(seed, jobs, ps=True, cpu_mem=cpu_mem)
+    if not class_search.applies(inst, class_options(inst)):
+        return
+    opt = brute.solve(inst).objective
+    if opt is None:
+        return
+    assert bound(inst) <= opt * (1 + RTOL)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), jobs=st.integers(2, 6), nodes=st.sampled_from([2, 3]), prices=st.booleans())
+def test_single_gpu_jobs_on_identical_nodes_the_pooled_bound_is_the_optimum(seed, jobs, nodes, prices):
+    """One pool of several identical nodes: for jobs of one GPU the node does not matter, so the pooled model is
+    exact; a pool of the wrong size, or GPUs counted on the wrong pool, fails it one way or the other."""
+    inst = queue(seed, jobs, gpus=2 * nodes, nodes=nodes, types=("v100",), variability=0.0, max_size=1)
+    model = class_search.pooled_model(inst, class_options(inst))
+    assert model.pools == [("set", tuple(nd.name for nd in inst.cluster.nodes))]
+    assert model.sizes[model.pools[0]] == 2 * nodes
+    opt = brute.solve(inst).objective
+    assert math.isclose(bound(inst, prices=prices), opt, rel_tol=RTOL)
+
+
+def test_a_pool_per_node_keeps_the_class_model():
+    """Where no two nodes share their GPU types, each node is a pool and each class option keeps its node counts
+    (the class model itself); on identical nodes a spread pattern's count moves onto their common pool."""
+    mixed = queue(5, 6, gpus=6, nodes=3, types=("v100", "p100", "k80"))
+    assert len({tuple(sorted({g.type for g in nd.gpus})) for nd in mixed.cluster.nodes}) == 3
+    opts = class_options(mixed)
+    model = class_search.pooled_model(mixed, opts)
+    assert model.pools == [("n", nd.name) for nd in mixed.cluster.nodes]
+    for pl, ol in zip(model.options, model.origin):
+        for p, o in zip(pl, ol):
+            assert p.dur == o.dur and p.demand == {r: v for r, v in o.demand.items() if r[0] in ("n", "all")}
+    assert sorted(len(ol) for ol in model.options) == sorted(len({tuple(sorted(
+        (r, v) for r, v in o.demand.items() if r[0] in ("n", "all"))) for o in ol}) for ol in opts)
+    same = queue(5, 6, gpus=8, nodes=2, types=("v100",))
+    sopts = class_options(same)
+    assert not all(sum(v for r, v in o.demand.items() if r[0] == "n") == o.demand[("all",)]
+                   for ol in sopts for o in ol)     # spread patterns name a group count, no node counts
+    assert class_search.applies(same, sopts)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -70,6 +117,18 @@ def test_a_bare_spread_class_is_not_applicable():
     assert class_search.applies(inst, opts)
     assert not class_search.applies(inst, bare)
     assert not class_search.applies(dataclasses.replace(inst, objective="makespan"), opts)
+
+
+def test_on_identical_nodes_the_phase_lifts_the_bound():
+    """12 jobs on two nodes of four V100s (one pool of eight): before the pools the search did not apply
+    there; the pooled bound is above the time-indexed relaxation's and below the schedule `milp` finds."""
+    inst = offline_instance(gpus=8, nodes=2, jobs=12, types=("v100",), interarrival_s=300, duration_h=(0.1, 2),
+                            max_size=8, variability=0.05, locality_penalty=1.2, seed=3)
+    r = oracle.solve(inst, "milp", time_limit=8, threads=1, seed=0)
+    lb = bound(inst, r.objective)
+    assert lb is not None and lb <= r.objective * (1 + RTOL)
+    assert r.lower_bound >= lb * (1 - 1e-6)
+    assert lb > lagrangian_bound.lower_bound(inst, params=BnbParams().prices) * 1.03
 
 
 def test_the_phase_lifts_the_bound_on_a_queue_of_many_allocations():

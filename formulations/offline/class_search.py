@@ -6,18 +6,28 @@ relaxation's, 8-13 % below the best schedules. The class model (:func:`.classes.
 v", or a pattern of counts over several nodes, each with a duration no longer than any of its allocations') is
 tight there (on one 8 × 12 queue its optimum is within 0.02 % of the best schedule) and small (50-60 options for
 12 jobs on two nodes), but CP-SAT does not prove it in seconds. The search of :mod:`.bnb` does, with the GPUs of a
-node interchangeable.
+pool interchangeable.
 
-Validity. Every schedule S of the instance maps onto the class model: each job's allocation onto its class (a
-single-node set onto "n on that node", a multi-node one onto the pattern of its counts), no longer and holding
-the same GPU count on each node; so S's objective is at least the class model's optimum with per-node GPU counts
-as the only capacities (interference, CPUs/memory and parameter servers only add constraints or time). On one
-node, jobs that hold counts of interchangeable GPUs fit a cumulative count exactly when they fit the GPUs: started
-in order, each finds enough GPUs free. So the search's list schedules over per-node pools of interchangeable GPUs
-(the :mod:`.bnb` exactness argument, with each child taking the earliest-free GPUs of each node it needs: every GPU
-free by its start is free for every later start, so which ones it takes does not matter) reach the class optimum.
-Finished, the search proves min(class optimum, incumbent) ≤ the instance's optimum. Where some class holds GPUs
-that no node count names (a bare spread class), the model does not apply.
+The pooled model. The nodes are grouped by their GPU types (:func:`.options.node_groups`); each group is one pool
+of GPUs (a node whose types no other node has is a pool of its own). A class option holds, on each pool, its count
+there: "n on node v" holds n of v's pool; a spread pattern holds its count on each group. Nodes of one group
+share a pool, so the model does not see which of them a job's GPUs are on: a relaxation of the class model, and
+where every group is one node, the class model itself. Without pools of several nodes, a spread pattern over
+identical nodes names no node count and the search would not apply; every cluster of identical nodes is such
+a case.
+
+Validity. Every schedule S of the instance maps onto the pooled model: each job's allocation onto its class (a
+single-node set onto "n on that node", a multi-node one onto the pattern of its counts per group), no longer,
+holding the same GPU count on each pool; so S's objective is at least the pooled model's optimum with per-pool
+GPU counts as the only capacities (interference, CPUs/memory and parameter servers only add constraints or
+time). In one pool, jobs that hold counts of interchangeable GPUs fit a cumulative count exactly when they fit
+the GPUs: started in order, each finds enough GPUs free. So the search's list schedules over the pools (the
+:mod:`.bnb` exactness argument, with each child taking the earliest-free GPUs of each pool it needs: every GPU
+free by its start is free for every later start, so which ones it takes does not matter) reach the pooled
+model's optimum. The node prices price the pools' and the cluster's GPU counts only, the rows every schedule of
+the search keeps (a CPU row it does not keep could price a node above the optimum). Finished, the search proves
+min(pooled optimum, incumbent) ≤ the instance's optimum. Where some class holds GPUs that no pool count names
+(a bare spread class: too many patterns), the model does not apply.
 
 Tests: ``tests/test_class_search.py`` (the bound never above brute force, with or without prices; equal to the
 brute-force optimum on one node of identical GPUs, where the class model is exact).
@@ -35,39 +45,87 @@ from .bnb import BnbParams, Search, arrival_offset, objective_not_searchable
 from .classes import class_options
 from .cpsat_model import ModelSolution
 from .node_prices import NodePrices
-from .options import Option
+from .options import Option, capacities, node_groups
 
 
 @dataclass(frozen=True)
 class ClassChoice:
-    """One class option of a job as the search reads it: ``counts`` (node index, GPUs) it holds."""
+    """One class option of a job as the search reads it: ``counts`` (pool index, GPUs) it holds; ``option`` the
+    class option it stands for."""
 
     dur: float
     counts: tuple[tuple[int, int], ...]
     option: Option
     index: int                  # its place in the flat enumeration (jobs in order), for the node prices
     size: int
-    holds: bool = False         # no CPUs/memory: the class model leaves them out
+    holds: bool = False         # no CPUs/memory: the pooled model leaves them out
     gpus: tuple[int, ...] = ()
 
 
-class ClassSearch(Search):
-    """:class:`.bnb.Search` over per-node pools of interchangeable GPUs (module docstring). ``free`` keeps each
-    node's GPUs' free times sorted, so equal pools compare equal in the dominance fronts."""
+@dataclass(frozen=True)
+class PooledModel:
+    """The class model with one pool of GPUs per node group (:func:`.options.node_groups`): ``pools`` the pools'
+    resources (``("n", v)`` for a group of one node, ``("set", T)`` for a group of several) and ``sizes`` their
+    GPU counts; per job, ``options`` its undominated pooled options (demands: GPUs on each pool and on the
+    cluster, nothing else) and ``origin`` the class option each stands for."""
 
-    def __init__(self, inst: Instance, opts: list[list[Option]], prices: NodePrices | None = None) -> None:
-        nodes = [nd.name for nd in inst.cluster.nodes]
-        where = {name: k for k, name in enumerate(nodes)}
-        self.lo = [0] * (len(nodes) + 1)          # node k's GPUs are free[lo[k]:lo[k + 1]]
-        for k, nd in enumerate(inst.cluster.nodes):
-            self.lo[k + 1] = self.lo[k] + len(nd.gpus)
+    pools: list[tuple]
+    sizes: dict[tuple, int]
+    options: list[list[Option]]
+    origin: list[list[Option]]
+
+    @property
+    def resources(self) -> set:
+        """The capacities the search keeps, so the only ones its node prices may price."""
+        return {*self.pools, ("all",)}
+
+    def applies(self) -> bool:
+        """Every option holds its GPUs on named pools (no bare spread class) and every job has one."""
+        return all(ol for ol in self.options) and all(
+            sum(o.demand.get(r, 0) for r in self.pools) == o.demand[("all",)] for ol in self.options for o in ol)
+
+
+def pooled_model(inst: Instance, opts: list[list[Option]]) -> PooledModel:
+    """``opts`` (class options) on pools: a class option's count on a pool is its group count (a spread
+    pattern's ``("set", T)``) or the sum of its node counts there. Per job, of the options with the same counts
+    the shortest is kept (the others are no shorter and hold no less)."""
+    cap = capacities(inst)
+    pools = [("n", T[0]) if len(T) == 1 else ("set", T) for T in node_groups(inst)]
+    sizes = {r: int(cap[r]) for r in pools}
+    options, origin = [], []
+    for ol in opts:
+        best: dict[tuple, tuple[Option, Option]] = {}
+        for o in ol:
+            dem = {("all",): o.demand.get(("all",), 0)}
+            for r in pools:
+                nodes = (r[1],) if r[0] == "n" else r[1]
+                k = o.demand.get(("set", nodes), sum(o.demand.get(("n", v), 0) for v in nodes))
+                if k > 0:
+                    dem[r] = k
+            key = tuple(sorted(dem.items()))
+            if key not in best or o.dur < best[key][0].dur:
+                best[key] = (Option(o.job, o.dur, dem, cls=o.cls), o)
+        options.append([p for p, _ in best.values()])
+        origin.append([o for _, o in best.values()])
+    return PooledModel(pools, sizes, options, origin)
+
+
+class ClassSearch(Search):
+    """:class:`.bnb.Search` over pools of interchangeable GPUs, one per node group (module docstring). ``free``
+    keeps each pool's GPUs' free times sorted, so equal pools compare equal in the dominance fronts."""
+
+    def __init__(self, inst: Instance, model: PooledModel, prices: NodePrices | None = None) -> None:
+        where = {r: k for k, r in enumerate(model.pools)}
+        self.lo = [0] * (len(model.pools) + 1)          # pool k's GPUs are free[lo[k]:lo[k + 1]]
+        for k, r in enumerate(model.pools):
+            self.lo[k + 1] = self.lo[k] + model.sizes[r]
         flat = 0
         choices = []
-        for ol in opts:
+        for pl, ol in zip(model.options, model.origin):
             cl = []
-            for o in ol:
-                counts = tuple((where[r[1]], int(round(v))) for r, v in o.demand.items() if r[0] == "n" and v > 0)
-                cl.append(ClassChoice(o.dur, counts, o, flat, sum(k for _, k in counts)))
+            for p, o in zip(pl, ol):
+                counts = tuple((where[r], int(round(v))) for r, v in p.demand.items() if r in where and v > 0)
+                cl.append(ClassChoice(p.dur, counts, o, flat, sum(k for _, k in counts)))
                 flat += 1
             choices.append(sorted(cl, key=lambda c: c.dur))
         n = self.lo[-1]
@@ -110,12 +168,9 @@ class ClassSearch(Search):
 
 
 def applies(inst: Instance, opts: list[list[Option]]) -> bool:
-    """Every class names the GPUs it holds on each node (no bare spread class) and the objective is a sum with
+    """The pooled model of ``opts`` applies (:meth:`PooledModel.applies`) and the objective is a sum with
     positive weights."""
-    if objective_not_searchable(inst) is not None:
-        return False
-    return all(sum(v for r, v in o.demand.items() if r[0] == "n") == o.demand.get(("all",), -1)
-               for ol in opts for o in ol) and all(opts)
+    return objective_not_searchable(inst) is None and pooled_model(inst, opts).applies()
 
 
 @dataclass(frozen=True)
@@ -136,18 +191,19 @@ class ClassResult:
         return ModelSolution("FEASIBLE", 1.0, -math.inf, choice, [start for start, _ in self.schedule])
 
 
-def class_bound(inst: Instance, incumbent: float, time_limit: float | None, resources: set,
+def class_bound(inst: Instance, incumbent: float, time_limit: float | None,
                 params: BnbParams = BnbParams()) -> ClassResult | None:
-    """The class model solved to its end (module docstring), pruning at the objective ``incumbent`` some schedule
-    reaches; None when it does not apply or does not finish within ``time_limit`` (of which the node prices take
-    at most ``params.prices_share``). ``resources``: the class model's capacities for the prices' rows."""
+    """The pooled class model solved to its end (module docstring), pruning at the objective ``incumbent`` some
+    schedule reaches; None when it does not apply or does not finish within ``time_limit`` (of which the node
+    prices take at most ``params.prices_share``)."""
     budget = Budget(time_limit)
     opts = class_options(inst)
-    if not applies(inst, opts):
+    model = pooled_model(inst, opts)
+    if objective_not_searchable(inst) is not None or not model.applies():
         return None
-    prices = None if params.prices is None else NodePrices.at_root(inst, (opts, resources), incumbent,
-                                                                   params.prices_time(time_limit), params.prices)
-    search = ClassSearch(inst, opts, prices)
+    prices = None if params.prices is None else NodePrices.at_root(
+        inst, (model.options, model.resources), incumbent, params.prices_time(time_limit), params.prices)
+    search = ClassSearch(inst, model, prices)
     offset = arrival_offset(inst)
     if math.isfinite(incumbent):
         search.value = (incumbent + offset) * (1 + 1e-9)

@@ -241,7 +241,7 @@ def class_search_phase(state: State, share: float | None) -> None:
     left = state.remaining()
     if left is not None and state.time_limit is not None and share is not None:
         left = min(left, share * state.time_limit)
-    r = class_search.class_bound(state.inst, state.incumbent.objective, left, class_resources(state.inst))
+    r = class_search.class_bound(state.inst, state.incumbent.objective, left)
     if r is not None:
         if (sol := r.solution()) is not None:   # a class schedule below the incumbent: real GPUs in its order
             until = None if state.time_limit is None else time.perf_counter() + min(state.remaining(), 1.0)

@@ -54,7 +54,8 @@ class OfflineParams:
     lag_max_left: float = 0.3
     lagrangian: LagrangianParams = LagrangianParams()
     #: of the limit, at most: the class model solved by the branch and bound (:mod:`.class_search`) where jobs queue,
-    #: on instances of at most class_search_max_jobs jobs and class_search_max_options class options
+    #: on instances of at most class_search_max_jobs jobs and class_search_max_options options of its pooled model
+    #: (16 jobs tried: on one of the small queues' 16-job draws the unfinished search cost CP-SAT its proof)
     class_search_share: float = 0.5
     class_search_max_jobs: int = 12
     class_search_max_options: int = 150
@@ -231,7 +232,8 @@ def class_search_applies(state: State) -> bool:
     """A queue (as for the Lagrangian bound) on an instance small enough for the class model's search."""
     o = state.offline
     return (lagrangian_applies(state) and len(state.inst.jobs) <= o.class_search_max_jobs
-            and sum(map(len, class_options(state.inst))) <= o.class_search_max_options)
+            and sum(map(len, class_search.pooled_model(state.inst, class_options(state.inst)).options))
+            <= o.class_search_max_options)
 
 
 def class_search_phase(state: State, share: float | None) -> None:

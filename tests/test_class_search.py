@@ -17,9 +17,12 @@ from hypothesis import strategies as st
 import oracle
 from formulations import brute
 from formulations.offline import class_search, lagrangian_bound
-from formulations.offline.bnb import BnbParams
+from formulations.offline import bnb
+from formulations.offline.bnb import BnbParams, arrival_offset
 from formulations.offline.classes import class_options
 from jctlab.generators import offline_instance
+
+from .oracle_offline_helpers import StopAfter
 
 RTOL = 1e-6
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -142,3 +145,22 @@ def test_the_phase_lifts_the_bound_on_a_queue_of_many_allocations():
     assert lb is not None and lb <= r.objective * (1 + RTOL)
     assert r.lower_bound >= lb * (1 - 1e-6)
     assert lb > lagrangian_bound.lower_bound(inst, params=BnbParams().prices) * 1.01
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10_000), jobs=st.integers(3, 5), nodes=st.sampled_from([1, 2, 3]), stop=st.integers(1, 40),
+       types=st.sampled_from([("v100", "p100", "k80"), ("v100",)]))
+def test_a_stopped_class_search_bounds_the_optimum_by_its_open_nodes(monkeypatch, seed, jobs, nodes, stop, types):
+    """Stopped anywhere (with no incumbent, so that it has open nodes), the pooled search's bound over its open
+    nodes is at least its root's and never above the optimum."""
+    monkeypatch.setattr(bnb, "CHECK_EVERY", 1)
+    inst = queue(seed, jobs, gpus=2 * nodes, nodes=nodes, types=types)
+    model = class_search.pooled_model(inst, class_options(inst))
+    if not model.applies():
+        return
+    search = class_search.ClassSearch(inst, model)
+    search.resume(StopAfter(stop))
+    lb = search.open_bound() - arrival_offset(inst)
+    assert search.root_bound - arrival_offset(inst) <= lb * (1 + 1e-12) + 1e-9
+    assert lb <= brute.solve(inst).objective * (1 + RTOL)

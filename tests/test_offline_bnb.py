@@ -24,7 +24,7 @@ from jctlab.generators import offline_instance
 from jctlab.model import Instance
 from jctlab.replay import replay
 
-from .oracle_offline_helpers import check_valid, tiny
+from .oracle_offline_helpers import StopAfter, check_valid, tiny
 
 RTOL = 1e-6
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -232,3 +232,41 @@ def test_weighting_gpus_at_their_speed_lifts_the_busy_bound_on_mixed_gpus(seed):
     alike, speed = (s._busy_bound_at(0.0, k) - offset for k in range(2))
     assert s.sigma[1][0] == 1.0 and 0.5 < s.sigma[1][1] < 0.7
     assert alike * 1.1 < speed <= brute.solve(inst).objective * (1 + 1e-9)
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10_000), jobs=st.integers(3, 5), stop=st.integers(1, 80), prices=st.booleans())
+def test_a_stopped_search_bounds_the_optimum_by_its_open_nodes_and_resumes_intact(monkeypatch, seed, jobs, stop,
+                                                                                 prices):
+    """Stopped anywhere, the least bound over the open nodes is at least the root's and at most the optimum, and
+    computing it leaves the search as it was: resumed, it ends where an uninterrupted search does, node for node."""
+    monkeypatch.setattr(offline_bnb, "CHECK_EVERY", 1)
+    inst = queue(seed, jobs)
+    params = offline_bnb.BnbParams() if prices else offline_bnb.BnbParams(prices=None)
+    opt = brute.solve(inst).objective
+    whole = offline_bnb.Run.start(inst, None, 0.0, params=params)
+    whole.resume(Budget(None))
+    run = offline_bnb.Run.start(inst, None, 0.0, params=params)
+    done = run.resume(StopAfter(stop))
+    lb = run.search.open_bound() - run.offset
+    assert run.search.root_bound - run.offset <= lb * (1 + 1e-12) + 1e-9
+    assert lb <= opt * (1 + RTOL)
+    if done:
+        assert lb == pytest.approx(opt, rel=RTOL)
+    run.resume(Budget(None))
+    assert run.search.nodes == whole.search.nodes
+    assert run.search.value == whole.search.value
+
+
+def test_an_unfinished_search_reports_the_bound_of_its_open_nodes(monkeypatch):
+    """Stopped part-way on a 9-job queue, the search has ruled out subtrees, and the least bound over what is left
+    open is above the root's (what an unfinished search used to report)."""
+    monkeypatch.setattr(offline_bnb, "CHECK_EVERY", 1)
+    inst = queue(2, jobs=9)
+    run = offline_bnb.Run.start(inst, None, 0.0, params=offline_bnb.BnbParams(prices=None))
+    assert not run.resume(StopAfter(3000))
+    r = run.result()
+    assert r.status == "feasible"
+    assert r.lower_bound > run.search.root_bound - run.offset
+    assert r.lower_bound <= offline_bnb.solve(inst).objective * (1 + RTOL)

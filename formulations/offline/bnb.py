@@ -59,14 +59,17 @@ a multi-GPU job holds its GPUs for its whole run, and on 12-job queues on 6 GPUs
 below the optimum at the root; the priced relaxation is a few per cent below and tightens as jobs are placed.
 There it cuts the nodes 20-50-fold: the search proves those queues in 3-35 s, most of which it did not prove
 in 60 s without.
-The root's bound is the larger of the two, so an unfinished search reports the multipliers' bound.
+The root's bound is the larger of the two, so an unfinished search reports at least the multipliers' bound.
 
 Interference is ignored in the search (it only slows jobs, SPEC §2: the search's optimum is a valid
 bound); the best schedule is realised on the event engine and reported with its replayed objective, so
 with interference the status is ``feasible`` unless it happens to reach the bound.
 
-With a time limit an unfinished search returns its best schedule, status ``feasible``, and the root's
-bound. The search is deterministic (no random choices; ``seed`` is accepted and unused), but with a
+With a time limit an unfinished search returns its best schedule, status ``feasible``, and the bound of its
+open nodes (:meth:`Search.open_bound`: the least over the children not yet tried of each node on its stack,
+at least the root's; the usual dual bound of a branch and bound stopped early). Depth first, the stack's
+lowest nodes have the weakest bounds, so on a large tree it is little above the root's; on 9-job queues
+stopped after a few thousand nodes it is above. The search is deterministic (no random choices; ``seed`` is accepted and unused), but with a
 time limit where it stops depends on the machine's speed.
 """
 
@@ -223,7 +226,7 @@ class Run:
             params["progress"] = s.progress()
         if s.best is None:   # nothing below the hint's objective (or no time): the hint
             proven = self.done and self.hint_obj is not None
-            bound = self.hint_obj if proven else s.root_bound - self.offset
+            bound = self.hint_obj if proven else s.open_bound() - self.offset
             return result_of_schedule(self.inst, SOLVER, self.hint if self.hint_obj is not None else None, bound, self.t0,
                           SOLVER, VERSION, params)
         starts = [st for st, _ in s.best]
@@ -231,7 +234,7 @@ class Run:
         if self.inst.cluster.has_interference:
             order = sorted(range(len(starts)), key=lambda j: (starts[j], j))
             starts = realize(self.inst, order, allocs, planned=starts) or starts
-        bound = s.value - self.offset if self.done else s.root_bound - self.offset
+        bound = s.open_bound() - self.offset
         return result_of_schedule(self.inst, SOLVER, timed_schedule(self.inst, starts, allocs, SOLVER), bound, self.t0, SOLVER,
                       VERSION, params)
 
@@ -354,6 +357,45 @@ class Search:
             else:
                 stack.pop()
         return True
+
+    def open_bound(self) -> float:
+        """A bound on the search value of every schedule, valid where the search stopped unfinished: the least,
+        over the children not yet tried of each node on the stack, of the child's value so far plus its bound
+        (what :meth:`_push` would prune on), and the incumbent's value. Every schedule is below a child tried
+        (searched to its end: none below the incumbent is left there), below a child not yet tried, or below the
+        child being searched, which is the next node on the stack; the root's bound without a stack, the
+        incumbent's value for a finished search. The search state is the same after the call (it can resume)."""
+        stack = self._stack
+        if stack is None:
+            return self.root_bound
+        if not stack:
+            return self.value
+        least = self.value
+        redo = []
+        for fr in reversed(stack):       # undo the placements top down: each node's own state in turn
+            if fr.undo is not None:
+                self._undo(fr.undo)
+                redo.append(fr)
+            for c, s, j, ch in fr.cand[fr.next:]:
+                nv = fr.val + self.w[j] * c
+                if nv >= least:
+                    continue
+                undo = self._apply(j, s, c, ch)
+                least = min(least, nv + self._child_bound(s, nv, least) if self.left else nv)
+                self._undo(undo)
+        for fr in reversed(redo):        # and back, bottom up
+            c, s, j, ch = fr.cand[fr.next - 1]
+            fr.undo = self._apply(j, s, c, ch)
+        return min(self.value, max(least, self.root_bound))
+
+    def _child_bound(self, t: float, val: float, enough: float) -> float:
+        """A bound on the rest of a node (jobs left) whose value so far is ``val``: the larger of the node prices'
+        and :meth:`_bound` (each may stop once it reaches ``enough``, a total that does not lower the least)."""
+        cand, first = self._children(t)
+        rest = self._bound(first, t, enough - val)
+        if self.prices is not None:
+            rest = max(rest, self.prices.bound(t, val, self._occupied, cand, enough) - val)
+        return rest
 
     def progress(self) -> float:
         """Share of the search tree done (Knuth's estimate: each node's children weigh alike)."""

@@ -175,8 +175,9 @@ def applies(inst: Instance, opts: list[list[Option]]) -> bool:
 
 @dataclass(frozen=True)
 class ClassResult:
-    """A finished search: ``bound`` (min(class optimum, incumbent), lowered for rounding), and the class
-    schedule below the incumbent it found, if any (each job's start and class option of ``opts``)."""
+    """A search's ``bound`` (finished: min(class optimum, incumbent); else the least over its open nodes; lowered for
+    rounding), and the class schedule below the incumbent it found, if any (each job's start and class option of
+    ``opts``)."""
 
     bound: float
     schedule: list[tuple[float, Option]] | None
@@ -194,8 +195,8 @@ class ClassResult:
 def class_bound(inst: Instance, incumbent: float, time_limit: float | None,
                 params: BnbParams = BnbParams()) -> ClassResult | None:
     """The pooled class model solved to its end (module docstring), pruning at the objective ``incumbent`` some
-    schedule reaches; None when it does not apply or does not finish within ``time_limit`` (of which the node
-    prices take at most ``params.prices_share``)."""
+    schedule reaches; None when it does not apply. Unfinished within ``time_limit`` (of which the node prices take
+    at most ``params.prices_share``), the bound is the least over the nodes left open (:meth:`.bnb.Search.open_bound`)."""
     budget = Budget(time_limit)
     opts = class_options(inst)
     model = pooled_model(inst, opts)
@@ -207,7 +208,6 @@ def class_bound(inst: Instance, incumbent: float, time_limit: float | None,
     offset = arrival_offset(inst)
     if math.isfinite(incumbent):
         search.value = (incumbent + offset) * (1 + 1e-9)
-    if not search.resume(budget):
-        return None
-    found = min(search.value - offset, incumbent)
+    search.resume(budget)
+    found = min(search.open_bound() - offset, incumbent)
     return ClassResult(found - (1e-9 * abs(found) + 1e-9), search.best, opts)

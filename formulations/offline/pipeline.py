@@ -55,7 +55,7 @@ class OfflineParams:
     lagrangian: LagrangianParams = LagrangianParams()
     #: of the limit, at most: the class model solved by the branch and bound (:mod:`.class_search`) where jobs queue,
     #: on instances of at most class_search_max_jobs jobs and class_search_max_options options of its pooled model
-    #: (16 jobs tried: docs/oracle-offline.md, pools of identical nodes)
+    #: (16 jobs tried, and the bound of its open nodes on larger instances: docs/oracle-offline.md)
     class_search_share: float = 0.5
     class_search_max_jobs: int = 12
     class_search_max_options: int = 150
@@ -244,8 +244,8 @@ def class_search_applies(state: State) -> bool:
 
 def class_search_phase(state: State, share: float | None) -> None:
     """The class model's optimum by the branch and bound (:mod:`.class_search`), pruned at the incumbent, within
-    ``share`` of the limit; an extra bound where it finishes, and its class schedule, decoded onto real GPUs, an
-    incumbent where it found one below the incumbent."""
+    ``share`` of the limit; an extra bound (the class optimum where it finishes, else the least over its open
+    nodes), and its class schedule, decoded onto real GPUs, an incumbent where it found one below the incumbent."""
     left = state.remaining()
     if left is not None and state.time_limit is not None and share is not None:
         left = min(left, share * state.time_limit)

@@ -147,9 +147,9 @@ def test_the_phase_lifts_the_bound_on_a_queue_of_many_allocations():
     assert lb > lagrangian_bound.lower_bound(inst, params=BnbParams().prices) * 1.01
 
 
-@settings(max_examples=30, deadline=None,
+@settings(max_examples=20, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 10_000), jobs=st.integers(3, 5), nodes=st.sampled_from([1, 2, 3]), stop=st.integers(1, 40),
+@given(seed=st.integers(0, 10_000), jobs=st.integers(3, 4), nodes=st.sampled_from([1, 2, 3]), stop=st.integers(1, 40),
        types=st.sampled_from([("v100", "p100", "k80"), ("v100",)]))
 def test_a_stopped_class_search_bounds_the_optimum_by_its_open_nodes(monkeypatch, seed, jobs, nodes, stop, types):
     """Stopped anywhere (with no incumbent, so that it has open nodes), the pooled search's bound over its open

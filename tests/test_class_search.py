@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 
 import oracle
 from formulations import brute
-from formulations.offline import class_search, lagrangian_bound
-from formulations.offline import bnb
+from formulations.offline import bnb, class_search, lagrangian_bound
 from formulations.offline.bnb import BnbParams, arrival_offset
 from formulations.offline.classes import class_options
 from jctlab.generators import offline_instance

@@ -68,9 +68,9 @@ with interference the status is ``feasible`` unless it happens to reach the boun
 With a time limit an unfinished search returns its best schedule, status ``feasible``, and the bound of its
 open nodes (:meth:`Search.open_bound`: the least over the children not yet tried of each node on its stack,
 at least the root's; the usual dual bound of a branch and bound stopped early). Depth first, the stack's
-lowest nodes have the weakest bounds, so on a large tree it is little above the root's; on 9-job queues
-stopped after a few thousand nodes it is above. The search is deterministic (no random choices; ``seed`` is accepted and unused), but with a
-time limit where it stops depends on the machine's speed.
+lowest nodes have the weakest bounds, so on a tree far from finished it stays near the root's. The search is
+deterministic (no random choices; ``seed`` is accepted and unused), but with a time limit where it stops
+depends on the machine's speed.
 """
 
 from __future__ import annotations
@@ -381,7 +381,8 @@ class Search:
                 if nv >= least:
                     continue
                 undo = self._apply(j, s, c, ch)
-                least = min(least, nv + self._child_bound(s, nv, least) if self.left else nv)
+                child = (nv + self._child_bound(s, nv, least)) if self.left else nv    # a leaf: its value
+                least = min(least, child)
                 self._undo(undo)
         for fr in reversed(redo):        # and back, bottom up
             c, s, j, ch = fr.cand[fr.next - 1]

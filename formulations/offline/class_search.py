@@ -196,7 +196,7 @@ def class_bound(inst: Instance, incumbent: float, time_limit: float | None,
                 params: BnbParams = BnbParams()) -> ClassResult | None:
     """The pooled class model solved to its end (module docstring), pruning at the objective ``incumbent`` some
     schedule reaches; None when it does not apply. Unfinished within ``time_limit`` (of which the node prices take
-    at most ``params.prices_share``), the bound is the least over the nodes left open (:meth:`.bnb.Search.open_bound`)."""
+    at most ``params.prices_share``), the bound is the least over its open nodes (:meth:`.bnb.Search.open_bound`)."""
     budget = Budget(time_limit)
     opts = class_options(inst)
     model = pooled_model(inst, opts)

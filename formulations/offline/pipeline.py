@@ -278,9 +278,9 @@ def class_resources(inst: Instance, levels: bool = False) -> set:
 
 def local_search(state: State, opts: list[list[Option]], share: float, seed: int, extra: list | None = None) -> None:
     """List-scheduling local search (:func:`formulations.offline.local_search.improve`) from the incumbent, and
-    from each of the state's ``starts`` with a ``share`` of its own (then spent). On long queues where the climb
-    ends depends on where it starts: on PAL's workload 1 (seed 10 000, 160 jobs) 4 s of it end at 8 190 s from the
-    greedy's schedule and at 9 430 s from a baseline's, which list-schedules 4 % better."""
+    from each of the state's ``starts`` with a ``share`` of its own (then spent): on long queues where the climb
+    ends depends on where it starts, and a hint better than the greedy's schedule can lead it to a worse local
+    optimum (docs/oracle-offline.md, "A hint adds a start")."""
     starts, state.starts = [state.incumbent, *state.starts], []
     for inc in starts:
         state.offer(improve(state.inst, opts, inc, state.budget, share, seed, state.solver, extra,

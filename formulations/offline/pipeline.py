@@ -277,11 +277,13 @@ def class_resources(inst: Instance, levels: bool = False) -> set:
 
 
 def local_search(state: State, opts: list[list[Option]], share: float, seed: int, extra: list | None = None) -> None:
-    """List-scheduling local search (:func:`formulations.offline.local_search.improve`) from the incumbent, and
-    from each of the state's ``starts`` with a ``share`` of its own (then spent): on long queues where the climb
-    ends depends on where it starts, and a hint better than the greedy's schedule can lead it to a worse local
-    optimum (docs/oracle-offline.md, "A hint adds a start")."""
-    starts, state.starts = [state.incumbent, *state.starts], []
-    for inc in starts:
-        state.offer(improve(state.inst, opts, inc, state.budget, share, seed, state.solver, extra,
+    """List-scheduling local search (:func:`formulations.offline.local_search.improve`) from the incumbent and the
+    ``extra`` seeds, and from each of the state's ``starts`` alone with a ``share`` of its own (then spent): on
+    long queues where the climb ends depends on where it starts, and a hint better than the greedy's schedule can
+    lead it to a worse local optimum (docs/oracle-offline.md, "A hint adds a start")."""
+    starts, state.starts = state.starts, []
+    state.offer(improve(state.inst, opts, state.incumbent, state.budget, share, seed, state.solver, extra,
+                        state.offline.search))
+    for inc in starts:     # the extra seeds were searched with the incumbent: not again
+        state.offer(improve(state.inst, opts, inc, state.budget, share, seed, state.solver, None,
                             state.offline.search))

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+
+import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -65,6 +69,36 @@ def test_makespan_gets_no_bound():
     assert lagrangian_bound.lower_bound(loaded(3, objective="makespan")) is None
 
 
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), scale=st.floats(0.0, 50.0))
+def test_completion_order_is_each_jobs_cheapest_choice(seed, scale):
+    """The order of completions in the relaxed problem: a permutation of the jobs for any multipliers; without
+    prices (λ = 0) every job's cheapest choice is its fastest mode from its arrival, so the order is by
+    a_j + (its shortest duration); with prices, by a_j + the flow of the choice that :meth:`evaluate` minimises."""
+    inst = loaded(seed, jobs=6)
+    rel = lagrangian_bound.relaxation(inst, SMALL)
+    assume(rel is not None)
+    zero = rel.priced(np.zeros(rel.shape))
+    durs = [{m.dur for m in ms} for ms in preemptive_bound.job_modes(inst)]
+    fastest = [min(d) for d in durs]
+    arr = [j.arrival for j in inst.jobs]
+    order = zero.completion_order(inst)
+    ends = [arr[j] + fastest[j] for j in order]
+    assert sorted(order) == list(range(len(inst.jobs)))
+    assert all(a <= b + 1e-6 for a, b in itertools.pairwise(ends))
+    lam = scale * np.random.default_rng(seed).random(rel.shape)
+    priced = rel.priced(lam)
+    flow = rel.flows(lam)
+    _, pick = rel.evaluate(lam)
+    for j, (_, s, _) in enumerate(pick):   # the minimising choice's flow: from slot s's start, one mode's duration
+        wait = max(0.0, rel.tau[s] - arr[j])
+        assert any(abs(flow[j] - (wait + d)) <= 1e-6 * (1 + flow[j]) for d in durs[j])
+    order = priced.completion_order(inst)
+    assert sorted(order) == list(range(len(inst.jobs)))
+    done = [arr[j] + flow[j] for j in order]
+    assert all(a <= b + 1e-9 for a, b in itertools.pairwise(done))
+
+
 def _queue() -> Instance:
     return offline_instance(gpus=8, nodes=2, jobs=12, interarrival_s=300, duration_h=(0.1, 2), max_size=8,
                             variability=0.05, locality_penalty=1.2, seed=1)
@@ -92,7 +126,9 @@ def test_pipeline_phase_raises_the_bound_on_a_queue_and_never_lowers_it(monkeypa
         return lps[-1]
 
     monkeypatch.setattr(milp, "preemptive_lb", lp)
-    monkeypatch.setattr(lagrangian_bound, "lower_bound", lambda *a, **k: 1.0)
+    real_multipliers = lagrangian_bound.multipliers
+    monkeypatch.setattr(lagrangian_bound, "multipliers",
+                        lambda *a, **k: dataclasses.replace(real_multipliers(*a, **k), value=1.0))
     weak = milp.solve(inst, time_limit=3.0, threads=1)
     bounds = {p["phase"]: p["bound"] for p in weak.params["phases"]}
     assert lps and bounds["lagrangian"] >= max(lps)     # the preemptive LP's bound kept, not lowered to the weak value

@@ -155,10 +155,20 @@ class Relaxation:
 
     def evaluate(self, lam: np.ndarray) -> tuple[float, list[tuple[int, int, int]]]:
         """L(λ), and each job's minimising (key, first slot, slot after its occupancy)."""
+        val, pick, _ = self._minima(lam)
+        return float(val.sum() - (self.cap[:, None] * lam).sum()), pick
+
+    def flows(self, lam: np.ndarray) -> np.ndarray:
+        """Each job's C_j − a_j in its minimising choice at ``lam`` (its cheapest start slot and mode)."""
+        return self._minima(lam)[2]
+
+    def _minima(self, lam: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, int]], np.ndarray]:
+        """Per job: its least priced cost, its minimising (key, first slot, slot after its occupancy), its flow time."""
         T = len(self.tau) - 1
         prefix = np.zeros((len(self.coef), T + 1))
         np.cumsum(self.coef @ lam, axis=1, out=prefix[:, 1:])
         val = np.full(len(self.w), math.inf)
+        flow = np.zeros(len(self.w))
         pick: list[tuple[int, int, int]] = [(0, 0, 0)] * len(self.w)
         for c in self.choices:
             p = prefix[c.key]
@@ -166,8 +176,9 @@ class Relaxation:
             k = int(np.argmin(v))
             if v[k] < val[c.job]:
                 val[c.job] = v[k]
+                flow[c.job] = c.cost[k] / self.w[c.job]
                 pick[c.job] = (c.key, int(c.starts[k]), int(c.ends[k]))
-        return float(val.sum() - (self.cap[:, None] * lam).sum()), pick
+        return val, pick, flow
 
     def priced(self, lam: np.ndarray) -> Multipliers:
         """What ``lam`` (≥ 0, of :attr:`shape`) prices."""
@@ -193,6 +204,21 @@ class Multipliers:
     def cap_prices(self) -> np.ndarray:
         """Σ_r cap_r·λ_{r,q} per slot q."""
         return self.relaxation.cap @ self.lam
+
+    @property
+    def bound(self) -> float:
+        """The bound on the objective (mean or weighted JCT): ``value`` over the weights, lowered by 1e-7 relative
+        for floating point."""
+        lb = self.value / float(self.relaxation.w.sum())
+        return lb - (1e-7 * abs(lb) + 1e-9)
+
+    def completion_order(self, inst: Instance) -> list[int]:
+        """The jobs by their completion in the relaxed problem at these multipliers (each job's cheapest start and
+        mode), ties by arrival: a priority order for list scheduling (the Lagrangian heuristic), which on long
+        queues leads the local search to other schedules than the dispatch rules' (docs/oracle-offline.md)."""
+        flow = self.relaxation.flows(self.lam)
+        arr = [j.arrival for j in inst.jobs]
+        return sorted(range(len(arr)), key=lambda j: (arr[j] + flow[j], arr[j], j))
 
 
 def relaxation(inst: Instance, params: LagrangianParams = LagrangianParams(),
@@ -264,10 +290,7 @@ def lower_bound(inst: Instance, time_limit: float | None = None, *, target: floa
     which steers the step size; without one, 10 % above the best bound so far. ``options``: an option model and
     its capacities to price instead of the modes (node rows see which node a job's GPUs are on)."""
     m = multipliers(inst, time_limit, target=target, params=params, options=options)
-    if m is None:
-        return None
-    lb = m.value / float(m.relaxation.w.sum())
-    return lb - (1e-7 * abs(lb) + 1e-9)
+    return None if m is None else m.bound
 
 
 #: resources whose capacity counts GPUs (integer demands), where dual feasible functions apply

@@ -53,6 +53,8 @@ class OfflineParams:
     lag_min_s: float = 1.0       # s: ... but at least this, where it is at most lag_max_left of the time left
     lag_max_left: float = 0.3
     lagrangian: LagrangianParams = LagrangianParams()
+    #: the Lagrangian bound's order of completions is a start of the next local search (docs/oracle-offline.md)
+    lag_start: bool = True
     #: of the limit, at most: the class model solved by the branch and bound (:mod:`.class_search`) where jobs queue,
     #: on instances of at most class_search_max_jobs jobs and class_search_max_options options of its pooled model
     #: (16 jobs tried, and the bound of its open nodes on larger instances: docs/oracle-offline.md)
@@ -63,6 +65,14 @@ class OfflineParams:
     concrete: ConcreteParams = ConcreteParams()
     search: SearchParams = SearchParams()
     decode: DecodeParams = DecodeParams()
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where a local search climbs from besides the incumbent: a schedule, or a priority order of the jobs."""
+
+    incumbent: Incumbent = NO_INCUMBENT
+    order: tuple[int, ...] = ()
 
 
 @dataclass
@@ -83,9 +93,10 @@ class State:
     incumbent: Incumbent = NO_INCUMBENT
     bound: float = -math.inf
     pre: float | None = None             # the preemptive LP bound, once computed
-    #: schedules the first local search also climbs from, each with a share of its own: the greedy's where a better
-    #: hint replaced it (a hint adds a start, it never takes the solver's own away: :func:`local_search`)
-    starts: list[Incumbent] = field(default_factory=list)
+    #: where the next local search also climbs from, each with a share of its own: the greedy's schedule where a
+    #: better hint replaced it (a hint adds a start, it never takes the solver's own away), the Lagrangian bound's
+    #: order of completions (:func:`local_search`)
+    starts: list[Start] = field(default_factory=list)
     stopped: bool = False
     model: ModelSolution = NO_MODEL
 
@@ -166,7 +177,7 @@ def start(inst: Instance, state_type: type[S], *, time_limit: float | None, thre
         own = state.incumbent
         state.offer(Incumbent.of(inst, hint))
         if own is not state.incumbent and own.schedule is not None:
-            state.starts.append(own)
+            state.starts.append(Start(incumbent=own))
     return state
 
 
@@ -225,12 +236,14 @@ def lagrangian_phase(state: State, share: float | None) -> None:
     if state.complete and sum(map(len, state.concrete)) <= state.offline.lagrangian.max_exact_options:
         options = lagrangian_bound.per_gpu_options(state.inst, state.concrete)
     try:
-        lb = lagrangian_bound.lower_bound(state.inst, left, target=state.incumbent.objective,
-                                          params=state.offline.lagrangian, options=options)
+        m = lagrangian_bound.multipliers(state.inst, left, target=state.incumbent.objective,
+                                         params=state.offline.lagrangian, options=options)
     except Exception:
-        lb = None
-    if lb is not None:
-        state.raise_bound(lb)
+        m = None
+    if m is not None:
+        state.raise_bound(m.bound)
+        if state.offline.lag_start:
+            state.starts.append(Start(order=tuple(m.completion_order(state.inst))))
     state.record("lagrangian")
 
 
@@ -280,10 +293,10 @@ def local_search(state: State, opts: list[list[Option]], share: float, seed: int
     """List-scheduling local search (:func:`formulations.offline.local_search.improve`) from the incumbent and the
     ``extra`` seeds, and from each of the state's ``starts`` alone with a ``share`` of its own (then spent): on
     long queues where the climb ends depends on where it starts, and a hint better than the greedy's schedule can
-    lead it to a worse local optimum (docs/oracle-offline.md, "A hint adds a start")."""
+    lead it to a worse local optimum (docs/oracle-offline.md, "A hint adds a start", "The Lagrangian order")."""
     starts, state.starts = state.starts, []
     state.offer(improve(state.inst, opts, state.incumbent, state.budget, share, seed, state.solver, extra,
                         state.offline.search))
-    for inc in starts:     # the extra seeds were searched with the incumbent: not again
-        state.offer(improve(state.inst, opts, inc, state.budget, share, seed, state.solver, None,
-                            state.offline.search))
+    for st in starts:     # the extra seeds were searched with the incumbent: not again
+        state.offer(improve(state.inst, opts, st.incumbent, state.budget, share, seed, state.solver,
+                            [list(st.order)] if st.order else None, state.offline.search))

@@ -189,18 +189,21 @@ def test_milp_on_a_queue_adds_the_lp_bounds_and_local_search(backend):
     r = offline_milp.solve(inst, time_limit=10, threads=1, backend=backend)
     phases = _phase_laws(inst, r)
     assert phases[:2] == ["lagrangian", "local-search"]
+    assert "milp" in phases            # every allocation enumerated: the MILP is exact, it may prove the queue
     assert r.objective <= greedy(inst, "test").objective * (1 + 1e-9)
 
 
 def test_milp_on_a_large_queue_searches_the_node_exact_options():
-    """Not complete (8-GPU jobs have 70+ GPU sets): the MILP relaxes jobs to classes, and the local search
-    runs over every single-node GPU set plus concrete spread candidates
-    (:func:`formulations.offline.local_search.search_options`). Its schedule replays valid, no worse than
-    greedy (how much better is measured in benchmarks/bench_queue_bounds.py)."""
+    """Not complete (8-GPU jobs have 70+ GPU sets): the MILP's model would relax jobs to classes, and on a queue
+    it is not solved (:func:`formulations.offline.milp.milp_applies`): the local search, over every single-node GPU
+    set plus concrete spread candidates (:func:`formulations.offline.local_search.search_options`), gets its time.
+    Its schedule replays valid, no worse than greedy (how much better is measured in
+    benchmarks/bench_queue_bounds.py)."""
     inst = offline_instance(gpus=8, nodes=2, jobs=12, interarrival_s=300, duration_h=(0.1, 2), max_size=8,
                             variability=0.05, locality_penalty=1.2, seed=0)
     concrete, complete = concrete_options(inst)
     assert not complete and search_options(inst, concrete, False, node_complete_options(inst)) is not None
     r = offline_milp.solve(inst, time_limit=5, threads=1, backend="highs")
-    assert "local-search" in _phase_laws(inst, r)
+    phases = _phase_laws(inst, r)
+    assert "milp" not in phases and "local-search" in phases
     assert r.objective <= greedy(inst, "test").objective * (1 + 1e-9)

@@ -205,14 +205,39 @@ def test_spread_candidates_let_list_scheduling_run_where_jobs_must_spread():
             assert len(nodes) in inst.jobs[j].sizes and len(set(nodes)) == 2
             assert math.isclose(o.dur, duration(inst.jobs[j], o.alloc, inst.cluster), rel_tol=1e-12)
     assert all(sgs[j] == mixed[j] for j in range(len(mixed)) if j not in must_spread)
-    # with room for one node set only: the job's two fastest nodes
+    # with room for one node set only: the job's two fastest nodes; with the windows also the next two
+    def gpus_of(nodes):
+        return tuple(sorted(g.id for nd in inst.cluster.nodes if nd.name in nodes for g in nd.gpus))
+
     for j in must_spread:
         job = inst.jobs[j]
         speed = {nd.name: sum(rho(job, g) for g in nd.gpus) for nd in inst.cluster.nodes}
-        fastest = set(sorted(speed, key=lambda v: -speed[v])[:2])
+        ranked = sorted(speed, key=lambda v: -speed[v])
+        cand = spread_candidates(inst, j, SearchParams(spread_node_sets=1, spread_windows=False))
+        assert cand and {o.alloc.gpus for o in cand} == {gpus_of(ranked[:2])}
         cand = spread_candidates(inst, j, SearchParams(spread_node_sets=1))
-        assert cand and {o.alloc.gpus for o in cand} == {tuple(sorted(
-            g.id for nd in inst.cluster.nodes if nd.name in fastest for g in nd.gpus))}
+        assert {o.alloc.gpus for o in cand} == {gpus_of(ranked[:2]), gpus_of(ranked[1:])}
+
+
+def test_the_windows_let_two_large_jobs_run_side_by_side():
+    """Two 8-GPU jobs on four nodes of four GPUs, both at t = 0: the cluster holds both at once. With only the
+    fastest node pair as a candidate each, the list schedules run them one after the other; with the windows of
+    consecutive nodes in speed order, one takes the two slowest nodes and both start at once."""
+    base = offline_instance(gpus=16, nodes=4, jobs=2, max_size=8, elastic=0.0, seed=3, variability=0.08,
+                            locality_penalty=1.3, interarrival_s=600, duration_h=(1.0, 2.0))
+    inst = base.replace_jobs([dataclasses.replace(j, arrival=0.0, sizes=(8,)) for j in base.jobs])
+    mixed = node_complete_options(inst)
+    starts = {}
+    for windows in (False, True):
+        params = SearchParams(spread_candidates=1, spread_windows=windows)
+        opts = with_spread_candidates(inst, mixed, params)
+        out = local_search(inst, opts, [[0, 1]], None, max_iters=100, params=params)
+        rep = best_retime(inst, out.order, lambda: fixed_chooser(out.allocs), "x").replay
+        assert rep.valid
+        starts[windows] = sorted(seg.start for seg in best_retime(
+            inst, out.order, lambda: fixed_chooser(out.allocs), "x").schedule.segments)
+    assert starts[False][1] > 3600            # the second waits for the first (≥ 1 h)
+    assert starts[True] == [0.0, 0.0]
 
 
 def test_local_search_with_spread_candidates_is_replayed_and_not_below_optimum():

@@ -15,6 +15,7 @@ import itertools
 import math
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from jctlab.model import Allocation, Instance
@@ -41,14 +42,20 @@ class SearchParams:
     start_order_share: float = 0.5     # of the time (or moves) with the start-order rule; the rest fills gaps
     spread_candidates: int = 64        # most concrete spread sets per job and size in the search space
     spread_node_sets: int = 2000       # most node sets enumerated per job and size for them
+    #: also every run of consecutive nodes in the job's speed ranking (:func:`spread_candidates`)
+    spread_windows: bool = True
 
 
 def spread_candidates(inst: Instance, j: int, params: SearchParams = SearchParams()) -> list[Option]:
     """Concrete spread allocations of job ``j`` for :class:`SGS` (incumbents only, never a bound).
 
-    Per size n ≥ 2 that no single node hosts: every set of the fewest nodes that together host n of
-    the job's GPUs (among the job's fastest nodes when there are more than ``params.spread_node_sets`` such
-    sets), with its n fastest GPUs there (each node keeping ≥ 1); the ``limit`` fastest sets.
+    Per size n ≥ 2 that no single node hosts, sets of the fewest nodes k that together host n of the job's
+    GPUs, each with its n fastest GPUs there (each node keeping ≥ 1): every such node set (among the job's
+    fastest nodes when there are more than ``params.spread_node_sets`` of them), the ``spread_candidates``
+    fastest; and with ``params.spread_windows`` the k consecutive nodes of each window of the job's nodes
+    ranked by speed, the slowest included. Why the windows: the fastest sets all hold the fastest nodes, so two
+    large jobs whose candidates are only those can never run side by side, though the cluster holds both (PAL
+    workload 2 on 64 GPUs: a 32-GPU job of 121 h waited 106 h behind a 24-GPU one).
     """
     cl = inst.cluster
     job = inst.jobs[j]
@@ -57,24 +64,35 @@ def spread_candidates(inst: Instance, j: int, params: SearchParams = SearchParam
           for nd in cl.nodes}
     by = {v: gl for v, gl in by.items() if gl}
     hosts = sorted((len(gl) for gl in by.values()), reverse=True)
+
+    def gpu_set(S: Sequence[str], n: int) -> tuple[str, ...] | None:
+        """One GPU on every node of S, then the fastest there: n GPUs (None where S holds fewer)."""
+        if sum(len(by[v]) for v in S) < n:
+            return None
+        pick = [by[v][0] for v in S]
+        rest = sorted((g for v in S for g in by[v][1:]), key=lambda g: (-rho(job, g), g.id))
+        return tuple(sorted(g.id for g in pick + rest[:n - len(S)]))
+
+    def options(sets) -> list[Option]:
+        return [o for gids in sorted(sets)
+                for o in undominated(options_for_set(inst, j, gids, sorted({g.split(":", 1)[0] for g in gids}), cap).options)]
+
     out: list[Option] = []
     for n in job.sizes:
         if n < 2 or (hosts and hosts[0] >= n) or sum(hosts) < n:
             continue
         k = next(i for i in range(2, len(hosts) + 1) if sum(hosts[:i]) >= n)
-        pool = sorted(by, key=lambda v: (-sum(rho(job, g) for g in by[v][:n]), v))
+        ranked = sorted(by, key=lambda v: (-sum(rho(job, g) for g in by[v][:n]), v))
+        pool = list(ranked)
         while len(pool) > k and math.comb(len(pool), k) > params.spread_node_sets:
             pool.pop()
-        sets = set()
-        for S in itertools.combinations(sorted(pool), k):
-            if sum(len(by[v]) for v in S) < n:
-                continue
-            pick = [by[v][0] for v in S]             # one GPU on every node of S, then the fastest
-            rest = sorted((g for v in S for g in by[v][1:]), key=lambda g: (-rho(job, g), g.id))
-            sets.add(tuple(sorted(g.id for g in pick + rest[:n - k])))
-        opts = [o for gids in sorted(sets)
-                for o in undominated(options_for_set(inst, j, gids, sorted({g.split(":", 1)[0] for g in gids}), cap).options)]
-        out += sorted(opts, key=lambda o: (o.dur, o.alloc.gpus))[:params.spread_candidates]
+        sets = {gpu_set(S, n) for S in itertools.combinations(sorted(pool), k)} - {None}
+        kept = sorted(options(sets), key=lambda o: (o.dur, o.alloc.gpus))[:params.spread_candidates]
+        if params.spread_windows:
+            held = {o.alloc.gpus for o in kept}
+            windows = {gpu_set(ranked[i:i + k], n) for i in range(len(ranked) - k + 1)} - {None}
+            kept += options(windows - held)
+        out += kept
     return out
 
 

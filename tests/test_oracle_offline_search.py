@@ -232,10 +232,10 @@ def test_the_windows_let_two_large_jobs_run_side_by_side():
         params = SearchParams(spread_candidates=1, spread_windows=windows)
         opts = with_spread_candidates(inst, mixed, params)
         out = local_search(inst, opts, [[0, 1]], None, max_iters=100, params=params)
-        rep = best_retime(inst, out.order, lambda: fixed_chooser(out.allocs), "x").replay
-        assert rep.valid
-        starts[windows] = sorted(seg.start for seg in best_retime(
-            inst, out.order, lambda: fixed_chooser(out.allocs), "x").schedule.segments)
+        allocs = out.allocs
+        inc = best_retime(inst, out.order, lambda allocs=allocs: fixed_chooser(allocs), "x")
+        assert inc.replay.valid
+        starts[windows] = sorted(seg.start for seg in inc.schedule.segments)
     assert starts[False][1] > 3600            # the second waits for the first (≥ 1 h)
     assert starts[True] == [0.0, 0.0]
 

@@ -73,7 +73,8 @@ def spread_candidates(inst: Instance, j: int, params: SearchParams = SearchParam
         rest = sorted((g for v in S for g in by[v][1:]), key=lambda g: (-rho(job, g), g.id))
         return tuple(sorted(g.id for g in pick + rest[:n - len(S)]))
 
-    def options(sets) -> list[Option]:
+    def options_on(sets: set[tuple[str, ...]]) -> list[Option]:
+        """The undominated options of each GPU set (its PS placements, levels)."""
         return [o for gids in sorted(sets)
                 for o in undominated(options_for_set(inst, j, gids, sorted({g.split(":", 1)[0] for g in gids}), cap).options)]
 
@@ -87,11 +88,11 @@ def spread_candidates(inst: Instance, j: int, params: SearchParams = SearchParam
         while len(pool) > k and math.comb(len(pool), k) > params.spread_node_sets:
             pool.pop()
         sets = {gpu_set(S, n) for S in itertools.combinations(sorted(pool), k)} - {None}
-        kept = sorted(options(sets), key=lambda o: (o.dur, o.alloc.gpus))[:params.spread_candidates]
+        kept = sorted(options_on(sets), key=lambda o: (o.dur, o.alloc.gpus))[:params.spread_candidates]
         if params.spread_windows:
             held = {o.alloc.gpus for o in kept}
             windows = {gpu_set(ranked[i:i + k], n) for i in range(len(ranked) - k + 1)} - {None}
-            kept += options(windows - held)
+            kept += options_on(windows - held)
         out += kept
     return out
 

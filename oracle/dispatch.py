@@ -44,6 +44,8 @@ def dispatch(method: str, inst: Instance, time_limit: float | None, threads: int
         t0 = time.perf_counter()
         found = blocks.split(inst)
         if found is not None:
+            # bounds shared by another solver are the whole instance's, not a block's
+            options = {k: v for k, v in options.items() if k != "shared"}
             return blocks.solve(method, inst, found.parts, found.witness, time_limit=time_limit, threads=threads,
                                 seed=seed, hint=hint, options=options, dispatch=dispatch_whole, t0=t0)
     return dispatch_whole(method, inst, time_limit, threads, seed, hint, options)

@@ -16,7 +16,8 @@ proved optimality or less than ``member_min_s`` is left; HiGHS is hinted with th
 an offline queue with one thread the order is reversed, HiGHS first with ``queue_milp_share`` (:class:`PortfolioParams`).
 (Offline without a queue: CP-SAT with 2 threads proves what CP-SAT with 1 thread beside a HiGHS
 process does not; on a queue neither proves, and HiGHS' list-scheduling incumbents and CP-SAT's LP bounds are
-best combined.) The shared hint is the market matching (``matching.methods.matching``), else the greedy.
+best combined.) The shared hint is the market matching (``matching.methods.matching``), else the greedy;
+the queue test's preemptive LP is handed to the offline members (``Shared``), which then do not compute it again.
 Preemptive instances reach :mod:`oracle.preemptive` through the dispatcher (with ``auto`` as its offline
 member); called directly, the portfolio hands them to its CP-SAT member.
 
@@ -41,7 +42,7 @@ from formulations.offline.classes import trivial_bound
 from formulations.offline.concrete import concrete_options, enumerable
 from formulations.offline.greedy import offline_greedy
 from formulations.offline.options import binding_resources
-from formulations.offline.pipeline import preemptive_lb
+from formulations.offline.pipeline import OfflineParams, Shared, preemptive_lb
 from formulations.results import checked_bound, result_of_schedule, solver_versions
 from formulations.schedules import replay_objective, static_schedule
 from formulations.special.bound import release_shift_bound
@@ -102,20 +103,25 @@ class PortfolioParams:
 
 
 def _member(member: Member, name: str, inst: Instance, time_limit: float | None, threads: int, seed: int,
-            hint: Schedule | None, warm: bool) -> Result:
-    return member(name, inst, time_limit, threads, seed, hint, {} if warm else {"warm": False})
+            hint: Schedule | None, warm: bool, pre_lb: float | None = None) -> Result:
+    """One member's result; ``pre_lb``: the queue test's preemptive LP, handed to offline members so that they do
+    not compute it again."""
+    options: dict[str, Any] = {} if warm else {"warm": False}
+    if pre_lb is not None and math.isfinite(pre_lb):
+        options["shared"] = Shared(preemptive_lp=pre_lb)
+    return member(name, inst, time_limit, threads, seed, hint, options)
 
 
 def _member_proc(member: Member, name: str, inst_d: dict, time_limit: float | None, threads: int, seed: int,
-                 hint_d: dict | None, warm: bool) -> str:
+                 hint_d: dict | None, warm: bool, pre_lb: float | None = None) -> str:
     """Process entry point: plain data in, a cache payload (JSON) out."""
     inst = Instance.from_dict(inst_d)
     hint = None if hint_d is None else Schedule.from_dict(hint_d)
-    return to_payload(_member(member, name, inst, time_limit, threads, seed, hint, warm))
+    return to_payload(_member(member, name, inst, time_limit, threads, seed, hint, warm, pre_lb))
 
 
 def _member_queue(member: Member, q: Any, name: str, inst_d: dict, deadline: float | None, threads: int, seed: int,
-                  hint_d: dict | None, warm: bool) -> None:
+                  hint_d: dict | None, warm: bool, pre_lb: float | None = None) -> None:
     """Process entry point of the parallel portfolio: puts (name, payload, error) on ``q``. ``deadline``
     (wall clock, ``time.time()``): the member's limit is what is left of it once its modules are
     imported (process start-up and imports cost a second or more of a short limit)."""
@@ -123,7 +129,7 @@ def _member_queue(member: Member, q: Any, name: str, inst_d: dict, deadline: flo
         for module in PRELOAD:   # already there when forked from the server; spawned: import them first
             importlib.import_module(module)
         tl = None if deadline is None else max(0.1, deadline - time.time())
-        q.put((name, _member_proc(member, name, inst_d, tl, threads, seed, hint_d, warm), None))
+        q.put((name, _member_proc(member, name, inst_d, tl, threads, seed, hint_d, warm, pre_lb), None))
     except Exception as e:  # noqa: BLE001 - reported to the parent, which keeps the other members
         q.put((name, None, repr(e)))
 
@@ -242,7 +248,7 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
         ctx = _context()
         q = ctx.Queue()
         procs = [ctx.Process(target=_member_queue, args=(member, q, m, inst.to_dict(), deadline, per, seed,
-                                                          None if hint is None else hint.to_dict(), warm),
+                                                          None if hint is None else hint.to_dict(), warm, pre_lb),
                              daemon=True) for m in members]
         for p in procs:
             p.start()
@@ -294,7 +300,7 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
             # hand-back margin is kept where it takes all of the time left
             first = left * share if share < 1 else left - p_.handback_s
             tl = None if left == float("inf") else max(0.05, first if k == 0 else left)
-            r = _member(member, m, inst, tl, threads, seed, hint, warm)
+            r = _member(member, m, inst, tl, threads, seed, hint, warm, pre_lb)
             results.append(r)
             if r.status.proven:
                 break
@@ -390,10 +396,11 @@ def exact_model_applies(inst: Instance) -> bool:
 
 
 def _preemptive_lb(inst: Instance, dl: Budget) -> float | None:
-    """The preemptive LP bound with at most 10 % of the time left (None without a time limit: the members
-    then run one after the other to their proofs)."""
+    """The preemptive LP bound with at most the members' share of the time left (``OfflineParams.pre_share``: they
+    are handed it and do not compute it again); None without a time limit (the members then run one after the
+    other to their proofs)."""
     left = dl.left()
-    return None if left == float("inf") else preemptive_lb(inst, 0.1 * left)
+    return None if left == float("inf") else preemptive_lb(inst, OfflineParams.pre_share * left)
 
 
 def _queued(inst: Instance, pre_lb: float, race: float) -> bool:

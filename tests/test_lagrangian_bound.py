@@ -11,7 +11,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from formulations import brute
-from formulations.offline import lagrangian_bound, milp, preemptive_bound
+from formulations.offline import lagrangian_bound, milp, pipeline, preemptive_bound
 from formulations.offline.lagrangian_bound import LagrangianParams
 from jctlab.generators import offline_instance
 from jctlab.model import Instance
@@ -119,13 +119,13 @@ def test_pipeline_phase_raises_the_bound_on_a_queue_and_never_lowers_it(monkeypa
     assert res.lower_bound >= bounds["lagrangian"]
     assert res.lower_bound <= res.objective
     lps: list[float] = []
-    real_lp = milp.preemptive_lb
+    real_lp = pipeline.preemptive_lb
 
     def lp(*a, **kw):              # the queue test's preemptive LP, whatever the machine's load gives it
         lps.append(real_lp(*a, **kw))
         return lps[-1]
 
-    monkeypatch.setattr(milp, "preemptive_lb", lp)
+    monkeypatch.setattr(pipeline, "preemptive_lb", lp)
     real_multipliers = lagrangian_bound.multipliers
     monkeypatch.setattr(lagrangian_bound, "multipliers",
                         lambda *a, **k: dataclasses.replace(real_multipliers(*a, **k), value=1.0))

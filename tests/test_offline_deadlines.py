@@ -11,7 +11,7 @@ import time
 import pytest
 
 from formulations import brute
-from formulations.offline import cpsat_phases
+from formulations.offline import cpsat_phases, pipeline
 from formulations.offline import latest_completions as od
 from formulations.offline.classes import class_options, node_complete_options, p_min
 from formulations.offline.cpsat_model import CpsatRun, solve_option_model, time_unit
@@ -150,7 +150,7 @@ def test_the_large_path_runs_the_preemptive_lp_only_after_an_unproven_class_mode
     """The preemptive LP is skipped after a proven class model (whose bound it did not reach on the instances
     measured) and run, its bound kept, after an unproven one (here: the class model's status hidden)."""
     calls, models = [], []
-    orig_lp, orig_model = cpsat_phases.preemptive_lb, cpsat_phases.solve_option_model
+    orig_lp, orig_model = pipeline.preemptive_lb, cpsat_phases.solve_option_model
 
     def lp(*a, **k):
         calls.append(orig_lp(*a, **k))
@@ -161,7 +161,7 @@ def test_the_large_path_runs_the_preemptive_lp_only_after_an_unproven_class_mode
         models.append(sol)
         return sol if proven or len(models) > 1 else replace(sol, status="FEASIBLE")
 
-    monkeypatch.setattr(cpsat_phases, "preemptive_lb", lp)
+    monkeypatch.setattr(pipeline, "preemptive_lb", lp)
     monkeypatch.setattr(cpsat_phases, "solve_option_model", model)
     r = large_path(small(0))
     assert len(calls) == (0 if proven else 1)

@@ -175,6 +175,33 @@ def test_auto_races_offline_members_on_a_queue():
         assert set(r.params["member_status"]) <= {"cpsat", "milp-highs"}
 
 
+def test_auto_computes_the_preemptive_lp_once_and_hands_it_to_its_members(monkeypatch):
+    """On a queue the portfolio's queue test computes the preemptive LP; its members are handed it (``Shared``)
+    and do not compute it again (each pipeline's queue test computed its own before); the bound and the optimum
+    are as before."""
+    calls: list[float | None] = []
+    real = preemptive_bound.lower_bound
+
+    def counted(inst, *args, **kwargs):
+        value = real(inst, *args, **kwargs)
+        calls.append(value)
+        return value
+
+    monkeypatch.setattr(preemptive_bound, "lower_bound", counted)
+    no_bnb = portfolio.PortfolioParams(bnb_max_jobs=0, exact_first=False, race_max_s_per_job=math.inf)
+    inst = tiny(0, gpus=4, nodes=2, jobs=5, max_size=4, interarrival_s=120, variability=0.08)
+    r = portfolio.portfolio(inst, time_limit=6, threads=1, member=dispatch, params=no_bnb)
+    check_valid(inst, r)
+    assert r.params["queue"] is True and r.params["parallel"] is False
+    assert len(calls) == 1
+    assert r.status == "optimal" and r.objective == pytest.approx(brute.solve(inst).objective, rel=RTOL)
+    # a member alone computes it itself
+    calls.clear()
+    alone = dispatch("milp", inst, 6, 1, 0, None, {})
+    check_valid(inst, alone)
+    assert len(calls) == 1
+
+
 def test_auto_offline_hint_is_no_worse_than_the_baselines():
     """``auto``'s offline hint is the best replayed schedule of its list-scheduling heuristic and of the
     non-preemptive baselines in ``BASELINE_HINTS`` (here a baseline is 24 % better than the heuristic), and

@@ -16,12 +16,13 @@ from hypothesis import strategies as st
 
 import oracle
 from formulations import brute
+from formulations.offline.pipeline import Shared
 from formulations.schedules import objective_weights
 from jctlab.generators import offline_instance
 from jctlab.model import Schedule
 from jctlab.replay import replay
 from oracle import blocks
-from oracle.dispatch import dispatch_whole
+from oracle.dispatch import dispatch, dispatch_whole
 
 from .oracle_offline_helpers import check_valid
 
@@ -77,6 +78,24 @@ def test_block_solutions_agree_with_brute_force(seed, method):
     assert r.status == "optimal"
     assert math.isclose(r.objective, ref.objective, rel_tol=RTOL), (r.objective, ref.objective)
     assert r.lower_bound <= ref.objective * (1 + 1e-9)
+
+
+def test_a_shared_bound_of_the_whole_instance_is_not_handed_to_its_blocks(monkeypatch):
+    """``auto`` hands its members the preemptive LP of the instance it solves (``Shared``); a member that splits
+    that instance into busy periods must not take it as a block's bound."""
+    seen: list[dict] = []
+    real = blocks.solve
+
+    def spy(*args, options, **kwargs):
+        seen.append(options)
+        return real(*args, options=options, **kwargs)
+
+    monkeypatch.setattr(blocks, "solve", spy)
+    inst, ref = brute_reference(1)
+    r = dispatch("cpsat", inst, None, 1, 0, None, {"shared": Shared(preemptive_lp=ref.objective)})
+    assert seen and all("shared" not in o for o in seen)
+    check_valid(inst, r)
+    assert r.status == "optimal" and math.isclose(r.objective, ref.objective, rel_tol=RTOL)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])

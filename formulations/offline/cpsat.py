@@ -34,8 +34,8 @@ from jctlab.result import Result
 from . import cpsat_phases as ph
 from . import cpsat_rounds as rounds
 from .cpsat_phases import CpsatParams, CpsatState
-from .pipeline import (Phase, check_offline, class_search_applies, class_search_phase, finish, lagrangian_applies,
-                       lagrangian_phase, run_phases, start, stop_without_time)
+from .pipeline import (Phase, Shared, check_offline, class_search_applies, class_search_phase, finish,
+                       lagrangian_applies, lagrangian_phase, run_phases, start, stop_without_time)
 
 SOLVER = "cpsat"
 
@@ -82,8 +82,10 @@ def large_phases(p: CpsatParams) -> list[Phase[CpsatState]]:
 
 
 def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, seed: int = 0,
-          hint: Schedule | None = None, warm: bool = True, params: CpsatParams = CpsatParams()) -> Result:
-    """Offline oracle by CP-SAT (see the module docstring, and :class:`CpsatParams` for the knobs).
+          hint: Schedule | None = None, warm: bool = True, params: CpsatParams = CpsatParams(),
+          shared: Shared = Shared()) -> Result:
+    """Offline oracle by CP-SAT (see the module docstring, and :class:`CpsatParams` for the knobs). ``shared``:
+    bounds another solver already computed (``auto``'s preemptive LP).
 
     Without a time limit every model is solved to its end (one CP-SAT worker and a fixed seed: the same
     result every time). ``Result.params["phases"]`` lists per phase the CP-SAT status, bound, best
@@ -93,7 +95,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     state = start(inst, CpsatState, time_limit=time_limit, threads=threads, seed=seed, hint=hint, warm=warm,
                   solver=SOLVER, version=ORTOOLS_VERSION,
                   params={"time_limit": time_limit, "threads": threads, "seed": seed}, offline=params.offline,
-                  t0=t0, cpsat=params)
+                  t0=t0, cpsat=params, shared=shared)
     if isinstance(state, Result):
         return state
     run_phases(state, complete_phases(params) if state.complete else large_phases(params))

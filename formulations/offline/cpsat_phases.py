@@ -26,7 +26,7 @@ from .hints import hint_assignment, model_hint
 from .local_search import search_options
 from .node_exact import assignment_of, assignment_of_schedule, node_decode
 from .options import Option, binding_resources, capacities
-from .pipeline import (OfflineParams, State, class_resources, local_search, preemptive_lb, queued,
+from .pipeline import (OfflineParams, State, class_resources, local_search, queued,
                        time_indexed_lb)
 
 
@@ -202,7 +202,7 @@ def queue_test(s: CpsatState, share: float | None) -> None:
     s.exact_res = {r for r in capacities(s.inst) if r[0] in ("g", "n", "all")} | binding_resources(s.inst,
                                                                                                     s.concrete)
     if s.time_limit is not None and queued(s.inst, s.incumbent.objective, s.offline.queue):
-        s.pre = preemptive_lb(s.inst, s.remaining(), s.time_limit, share=share)
+        s.pre = s.preemptive_lp(share)
         s.raise_bound(s.pre)
     s.queue = s.pre is not None and queued(s.inst, s.pre, s.offline.queue)
 
@@ -244,7 +244,7 @@ def bounds_after_exact(s: CpsatState, share: float | None) -> None:
     (``share`` of the time left; CP-SAT often proves it in a fraction of a second) and its split by level;
     then the time-indexed LP over the exact options (on a queue CP-SAT's bound may still be Σ(a_j + p_j))."""
     if s.pre is None:
-        s.pre = preemptive_lb(s.inst, s.remaining(), s.time_limit, share=s.offline.pre_share)
+        s.pre = s.preemptive_lp(s.offline.pre_share)
         s.raise_bound(s.pre)
     classes = class_options(s.inst)
     if (not s.queue and sum(map(len, s.concrete)) >= s.cpsat.coarser * sum(map(len, classes))
@@ -314,7 +314,7 @@ def _class_time_left(s: CpsatState) -> float | None:
 def preemptive_lp_for_unproven_classes(s: CpsatState, share: float | None) -> None:
     """The preemptive LP where the default workers leave the class model unproven, within the class model's
     time (below every proven class bound measured, and seconds of set-up where the class model is proven)."""
-    s.pre = preemptive_lb(s.inst, s.remaining(), s.time_limit, s.threads, share=share)
+    s.pre = s.preemptive_lp(share, s.threads)
     s.raise_bound(s.pre)
 
 

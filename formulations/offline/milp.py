@@ -28,9 +28,9 @@ from .decode import decode, last_model_time
 from .local_search import search_options
 from .milp_model import MilpModelParams, build, run_solver, to_objective
 from .options import Option, binding_resources, capacities
-from .pipeline import (OfflineParams, Phase, State, check_offline, class_resources, class_search_applies,
-                       class_search_phase, finish, lagrangian_applies, lagrangian_phase, local_search, preemptive_lb,
-                       queued, run_phases, start, stop_without_time, time_indexed_lb)
+from .pipeline import (OfflineParams, Phase, Shared, State, check_offline, class_resources, class_search_applies,
+                       class_search_phase, finish, lagrangian_applies, lagrangian_phase, local_search, queued,
+                       run_phases, start, stop_without_time, time_indexed_lb)
 
 BOUND_SAFETY = 1e-7   # relative: the solvers' bounds are lowered by this much (their tolerances)
 
@@ -106,7 +106,7 @@ def queue_test(s: MilpState, share: float | None) -> None:
     near Σ(a_j + p_j) (its big-M LP is weak there), and so may its incumbents: the preemptive LP (at most
     ``share`` of the limit), and list-scheduling local search where durations are fixed."""
     if s.time_limit is not None and queued(s.inst, s.incumbent.objective, s.offline.queue):
-        s.pre = preemptive_lb(s.inst, s.left(), s.time_limit, share=share)
+        s.pre = s.preemptive_lp(share)
         s.raise_bound(s.pre)
         if s.offline.ls_share > 0:
             s.search = search_options(s.inst, s.concrete, s.complete,
@@ -185,8 +185,9 @@ def last_local_search(s: MilpState, share: float | None) -> None:
 
 def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, seed: int = 0,
           hint: Schedule | None = None, backend: str = "highs", warm: bool = True,
-          params: MilpParams = MilpParams()) -> Result:
-    """Offline oracle by MILP (``backend`` "highs" or "cbc"; see the module docstring)."""
+          params: MilpParams = MilpParams(), shared: Shared = Shared()) -> Result:
+    """Offline oracle by MILP (``backend`` "highs" or "cbc"; see the module docstring). ``shared``: bounds another
+    solver already computed (``auto``'s preemptive LP)."""
     t0 = time.perf_counter()
     check_offline(inst, "offline_milp")
     if backend not in ("highs", "cbc"):
@@ -195,7 +196,7 @@ def solve(inst: Instance, *, time_limit: float | None = None, threads: int = 1, 
     state = start(inst, MilpState, time_limit=time_limit, threads=threads, seed=seed, hint=hint, warm=warm,
                   solver=solver, version=pulp.__version__,
                   params={"time_limit": time_limit, "threads": threads, "seed": seed, "backend": backend},
-                  offline=params.offline, t0=t0, milp=params, backend=backend)
+                  offline=params.offline, t0=t0, milp=params, backend=backend, shared=shared)
     if isinstance(state, Result):
         return state
     run_phases(state, phases(params))

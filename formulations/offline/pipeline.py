@@ -68,6 +68,14 @@ class OfflineParams:
 
 
 @dataclass(frozen=True)
+class Shared:
+    """Bounds of the same instance that another solver has already computed: ``auto`` hands its members the
+    preemptive LP of its queue test, so that no member spends its own limit computing it again."""
+
+    preemptive_lp: float | None = None
+
+
+@dataclass(frozen=True)
 class Start:
     """Where a local search climbs from besides the incumbent: a schedule, or a priority order of the jobs."""
 
@@ -93,6 +101,7 @@ class State:
     incumbent: Incumbent = NO_INCUMBENT
     bound: float = -math.inf
     pre: float | None = None             # the preemptive LP bound, once computed
+    shared: Shared = Shared()
     #: where the next local search also climbs from, each with a share of its own: the greedy's schedule where a
     #: better hint replaced it (a hint adds a start, it never takes the solver's own away), the Lagrangian bound's
     #: order of completions (:func:`local_search`)
@@ -110,6 +119,13 @@ class State:
 
     def gap_open(self) -> bool:
         return gap_open(self.incumbent.objective, self.bound)
+
+    def preemptive_lp(self, share: float, threads: int = 1) -> float:
+        """The preemptive LP bound: the shared one where given, else computed within ``share`` of the limit
+        (:func:`preemptive_lb`)."""
+        if self.shared.preemptive_lp is not None:
+            return self.shared.preemptive_lp
+        return preemptive_lb(self.inst, self.remaining(), self.time_limit, threads, share=share)
 
     def offer(self, incumbent: Incumbent) -> None:
         """Keep ``incumbent`` when it is better than the best so far."""

@@ -115,8 +115,8 @@ TEN_S_MISSED = {"16x16"}
 
 
 @pytest.mark.parametrize("row", [pytest.param(r, marks=pytest.mark.xfail(reason="issue 45: about 9 %: the "
-                                                                           "class model, within 0.6 % on 10 000, takes "
-                                                                           "about 30 s to prove", strict=False))
+                                                                           "class model (0.6 % from the best schedule on "
+                                                                           "10 000) is not proven in 10 s", strict=False))
                                  if r in TEN_S_MISSED else r for r in TEN_S_ROWS])
 def test_auto_on_the_10s_queue_rows(benchmark, row):
     """``scripts/oracle_offline_table.py --sizes 4x10,8x12,16x16 --seeds 4 --first-seed 10000 --time-limit 10

@@ -45,7 +45,7 @@ def test_bnb_small_queue(benchmark, seed):
 def test_bnb_with_node_prices_on_12_job_queues(benchmark, seed):
     """The small queues' 12-job family (6 GPUs of three types, 153-288 options; training seeds): ``bnb`` alone,
     no hint, 60 s. Without its node prices it proved one of this family's three development seeds in 60 s
-    (docs/oracle-offline.md)."""
+    (docs/history/oracle-offline-queues.md)."""
     inst = small_queue_instance(seed)
     r = benchmark.pedantic(lambda: offline_bnb.solve(inst, time_limit=60), rounds=1, iterations=1)
     assert replay(inst, r.claimed_schedule()).valid

@@ -88,7 +88,8 @@ class PortfolioParams:
     #: limit (it proves 10-job queues on 4 GPUs in seconds where the models prove none in 30 s); unfinished, the
     #: members get their share of the rest (hinted with its schedule), and it resumes with the last bnb_resume of
     #: it, pruning below their best schedule. The members' bound there gains little from more time, while the
-    #: search's proof is all or nothing: so the search gets most of it (measured in docs/oracle-offline.md)
+    #: search's proof is all or nothing: so the search gets most of it (measured in
+    #: docs/history/oracle-offline-queues.md)
     bnb_probe: float = 0.3
     bnb_resume: float = 0.75
     #: ... on instances with at most this many jobs and options over all jobs, and no binding CPU/memory (more

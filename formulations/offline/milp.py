@@ -92,8 +92,8 @@ def _worth_more(s: MilpState) -> bool:
 def milp_applies(s: MilpState) -> bool:
     """The MILP, except on a queue whose option model is a relaxation (not every allocation enumerated): there its
     big-M bound stays below the LP bounds' and its decoded schedules behind the local search's (on PAL's 160-job
-    workloads at 30 s and the 8 × 12 and 16 × 16 rows at 10 s it changed neither, docs/oracle-offline.md), so the
-    local search after it gets its time."""
+    workloads at 30 s and the 8 × 12 and 16 × 16 rows at 10 s it changed neither,
+    docs/history/oracle-offline-queues.md), so the local search after it gets its time."""
     return s.search is None or s.complete
 
 

@@ -57,7 +57,7 @@ class OfflineParams:
     lag_start: bool = True
     #: of the limit, at most: the class model solved by the branch and bound (:mod:`.class_search`) where jobs queue,
     #: on instances of at most class_search_max_jobs jobs and class_search_max_options options of its pooled model
-    #: (16 jobs tried, and the bound of its open nodes on larger instances: docs/oracle-offline.md)
+    #: (16 jobs tried, and the bound of its open nodes on larger instances: docs/history/oracle-offline-queues.md)
     class_search_share: float = 0.5
     class_search_max_jobs: int = 12
     class_search_max_options: int = 150
@@ -309,7 +309,8 @@ def local_search(state: State, opts: list[list[Option]], share: float, seed: int
     """List-scheduling local search (:func:`formulations.offline.local_search.improve`) from the incumbent and the
     ``extra`` seeds, and from each of the state's ``starts`` alone with a ``share`` of its own (then spent): on
     long queues where the climb ends depends on where it starts, and a hint better than the greedy's schedule can
-    lead it to a worse local optimum (docs/oracle-offline.md, "A hint adds a start", "The Lagrangian order")."""
+    lead it to a worse local optimum
+    (docs/history/oracle-offline-queues.md, "A hint adds a start", "The Lagrangian order")."""
     starts, state.starts = state.starts, []
     state.offer(improve(state.inst, opts, state.incumbent, state.budget, share, seed, state.solver, extra,
                         state.offline.search))

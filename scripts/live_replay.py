@@ -13,9 +13,9 @@ simulator (every schedule replayed):
 * FIFO+packed and SRTF+packed (``fifo+packed-sticky``, ``srtf+packed-sticky``: event-driven, so sticky or
   not is the same) and the other baselines of ``BASELINES``; "best baseline" is the best of them all, per slice;
 * the offline oracle (``auto``, ``--oracle-limit`` seconds) on the whole slice, given the best baseline's
-  schedule as a hint: a clairvoyant schedule no worse than that baseline's (column "clairvoyant": what a
-  scheduler that knew every arrival reaches, so what is left to predicting them) and a lower bound on every
-  schedule of the slice's class, the live loop's included.
+  schedule as a hint (with ``--preemptive``, the best of those run on the preemptive instance, not ``/event``'s):
+  a clairvoyant schedule no worse than that baseline's (column "clairvoyant vs best": what a scheduler that knew
+  every arrival reaches) and a lower bound on every schedule of the slice's class, the live loop's included.
 
 Default slices (``--slices`` not given), chosen from the trace alone: in each virtual cluster with at least
 900 jobs other than 103959 (the one used while developing), the first ``--per-vc`` windows of 300 jobs

@@ -49,9 +49,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from jctlab import registry
+from jctlab.loaders._common import node_dicts
 from jctlab.loaders.philly import load_philly, read_trace
 from jctlab.metrics import ReferenceDurations
-from jctlab.loaders._common import node_dicts
 from jctlab.model import Instance, Schedule, instance_to_dict
 from jctlab.simulate import simulate
 from live.policy import factory as live_policy
@@ -169,7 +169,7 @@ def run_slice(spec: str, a: argparse.Namespace) -> dict:
         row["policies"][name + suffix] = {"mean_jct": rep.objective, "runtime_s": time.perf_counter() - t}
         if on is inst and (hint is None or rep.objective < hint[0]):
             hint = (rep.objective, name + suffix, sched)
-    for label, method in (("live-heuristics", "none"), ("live", a.method)):
+    for label, method in (("live-heuristics", "none"), ("live", a.method)) if a.loop else ():
         if label == "live" and method == "none":   # the same loop again
             row["policies"]["live"] = row["policies"]["live-heuristics"]
             break
@@ -208,25 +208,29 @@ def table(rows: list[dict]) -> str:
         pol = r["policies"]
         base = {k: v["mean_jct"] for k, v in pol.items() if not k.startswith("live")}
         best = min(base, key=base.get)
-        live = pol["live"]["mean_jct"]
+        live = pol["live"]["mean_jct"] if "live" in pol else None
         lb = r["oracle"]["lower_bound"]
         clair = r["oracle"]["objective"]
-
-        def gap(x: float) -> str:
-            return f"{(x - lb) / lb:.1%}" if lb else "-"
-
+        heur = pol["live-heuristics"]["mean_jct"] if "live-heuristics" in pol else None
         out.append(f"| {r['slice']} | {r['jobs']} | {r['gpus']} | {r['load']:.2f} | "
                    f"{pol['fifo+packed-sticky']['mean_jct']:.0f} | {pol['srtf+packed-sticky']['mean_jct']:.0f} | "
-                   f"{base[best]:.0f} ({best}) | {pol['live-heuristics']['mean_jct']:.0f} | {live:.0f} | "
-                   f"{(live - base[best]) / base[best]:+.1%} | "
-                   f"{f'{(clair - base[best]) / base[best]:+.1%}' if clair else '-'} | {f'{lb:.0f}' if lb else '-'} | "
-                   f"{gap(live)} | "
-                   f"{gap(base[best])} | {_pct(pol['live'].get('plan_gap_mean'))} |")
+                   f"{base[best]:.0f} ({best}) | {_num(heur)} | {_num(live)} | {_rel(live, base[best], '+.1%')} | "
+                   f"{_rel(clair, base[best], '+.1%')} | {_num(lb)} | {_rel(live, lb, '.1%')} | "
+                   f"{_rel(base[best], lb, '.1%')} | {_pct(pol['live'].get('plan_gap_mean')) if 'live' in pol else '-'} |")
     return "\n".join(out)
 
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.1%}"
+
+
+def _num(x: float | None) -> str:
+    return "-" if not x else f"{x:.0f}"
+
+
+def _rel(x: float | None, ref: float | None, fmt: str) -> str:
+    """(x − ref) / ref in ``fmt``; "-" when either is missing."""
+    return "-" if not x or not ref else format((x - ref) / ref, fmt)
 
 
 def main(argv=None) -> int:
@@ -256,6 +260,8 @@ def main(argv=None) -> int:
                     help="with --preemptive: the least relative gain of each preemption the loop makes")
     ap.add_argument("--arrivals", action="store_true",
                     help="the loop predicts arrivals and may hold a long job back for them (live.arrivals)")
+    ap.add_argument("--no-loop", dest="loop", action="store_false",
+                    help="baselines and the oracle only (the clairvoyant schedule and the bound), not the loop")
     ap.add_argument("--quick", action="store_true", help="first two slices, 100 jobs, short limits")
     a = ap.parse_args(argv)
     slices = a.slices or default_slices(a.data_dir, a.per_vc, a.rule, a.skip, a.seed_base)
@@ -276,7 +282,7 @@ def main(argv=None) -> int:
         row["settings"] = {"time_limit": a.time_limit, "method": a.method, "max_oracle_jobs": a.max_oracle_jobs,
                            "preemptive_restart_s": a.preemptive, "preempt_gain": a.preempt_gain,
                            "max_evaluations": a.max_evaluations, "arrivals": a.arrivals,
-                           "oracle_limit": a.oracle_limit}
+                           "oracle_limit": a.oracle_limit, "loop": a.loop}
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(row, indent=1))
         tmp.replace(path)

@@ -161,14 +161,15 @@ def run_slice(spec: str, a: argparse.Namespace) -> dict:
     if pre:   # the event-driven (non-preemptive) schedules are preemptive schedules too
         twin = build(spec, a.data_dir)
         variants += [("/event", twin, name, {}) for name in BACKFILL]
-    hint: tuple[float, str, Schedule] | None = None   # the best baseline's schedule of ``inst`` (not the twin's)
+    own: dict[str, Schedule] = {}   # the baselines' schedules of ``inst`` (not the twin's): the oracle's hint
     for suffix, on, name, opts in variants:
         t = time.perf_counter()
         sched, rep = simulate(on, registry.policy_factory(name)(on, **opts), method=name)
         assert rep.valid
         row["policies"][name + suffix] = {"mean_jct": rep.objective, "runtime_s": time.perf_counter() - t}
-        if on is inst and (hint is None or rep.objective < hint[0]):
-            hint = (rep.objective, name + suffix, sched)
+        if on is inst:
+            own[name + suffix] = sched
+    hint = min(own, key=lambda k: row["policies"][k]["mean_jct"])
     for label, method in (("live-heuristics", "none"), ("live", a.method)) if a.loop else ():
         if label == "live" and method == "none":   # the same loop again
             row["policies"]["live"] = row["policies"]["live-heuristics"]
@@ -193,9 +194,9 @@ def run_slice(spec: str, a: argparse.Namespace) -> dict:
             "plan_gap_mean": statistics.fmean(gaps) if (gaps := [p.objective / p.lower_bound - 1 for p in pol.plans
                                                                  if p.lower_bound]) else None}
     t = time.perf_counter()
-    res = solve(inst, method="auto", time_limit=a.oracle_limit, threads=1, hint=hint[2] if hint else None)
+    res = solve(inst, method="auto", time_limit=a.oracle_limit, threads=1, hint=own[hint])
     row["oracle"] = {"status": res.status, "objective": res.objective, "lower_bound": res.lower_bound,
-                     "runtime_s": time.perf_counter() - t, "hint": hint[1] if hint else None}
+                     "runtime_s": time.perf_counter() - t, "hint": hint}
     return row
 
 

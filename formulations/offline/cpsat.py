@@ -35,7 +35,8 @@ from . import cpsat_phases as ph
 from . import cpsat_rounds as rounds
 from .cpsat_phases import CpsatParams, CpsatState
 from .pipeline import (Phase, Shared, check_offline, class_search_applies, class_search_phase, finish,
-                       lagrangian_applies, lagrangian_phase, run_phases, start, stop_without_time)
+                       lagrangian_applies, lagrangian_phase, node_patterns_apply, node_patterns_phase, run_phases,
+                       start, stop_without_time)
 
 SOLVER = "cpsat"
 
@@ -64,6 +65,8 @@ def large_phases(p: CpsatParams) -> list[Phase[CpsatState]]:
               when=ph.class_model_unproven),
         Phase("lagrangian", lagrangian_phase, p.offline.lag_share,
               when=lambda s: s.pre is not None and lagrangian_applies(s)),
+        Phase("node-patterns", node_patterns_phase, p.offline.lag_node_share,
+              when=lambda s: s.pre is not None and node_patterns_apply(s)),
         Phase("class-search", class_search_phase, p.offline.class_search_share,
               when=lambda s: s.pre is not None and class_search_applies(s)),
         Phase("relaxed-core", ph.core_class_model, p.core_share, when=ph.core_workers_apply),

@@ -36,11 +36,12 @@ from typing import Callable
 
 import numpy as np
 
-from jctlab.model import Instance
+from jctlab.model import Allocation, Instance
+from jctlab.speed import duration
 
 from ..schedules import job_weights
 from .dff import DffParams, dff_rows
-from .options import Option, binding_resources, capacities
+from .options import Option, binding_resources, capacities, rho
 from .preemptive_bound import Mode, job_modes
 
 MIN_TIME = 0.05   # s: below this, no bound is tried (setting up the choices alone takes about that at 160 jobs)
@@ -61,6 +62,9 @@ class LagrangianParams:
     #: the pipelines price every allocation (per-GPU rows) where the enumeration is complete and has at most this
     #: many options (a step costs about options × slots), else the modes
     max_exact_options: int = 600
+    #: ... and then also the node patterns (:func:`node_items`) where there are at most this many
+    max_node_items: int = 1500
+
 
 
 def grid(inst: Instance, items: list[list[Item]], params: LagrangianParams = LagrangianParams()) -> np.ndarray:
@@ -109,6 +113,69 @@ def mode_items(inst: Instance, modes: list[list[Mode]]) -> tuple[list[list[Item]
     items = [[Item(m.dur, {ALL: m.gpus, **{("type", t): c for t, c in m.by_type if ("type", t) in cap}})
               for m in ms] for ms in modes]
     return items, cap
+
+
+def node_items(inst: Instance, max_items: int) -> tuple[list[list[Item]], dict] | None:
+    """Per job, one item per node pattern (how many of its GPUs on each node, for each size it may take): the
+    pattern's GPUs and rows per node (and per type, where there are several), at the run time of its best
+    allocation (on each node the GPUs fastest for the job). None where that is not a lower bound of the pattern's
+    allocations (parameter servers, CPU/memory levels, measured throughputs, CPU sockets priced) or there are more
+    than ``max_items``.
+
+    Why. The modes count a job's GPUs per type as "at least": an 8-GPU job at the slowest type's speed holds at
+    least one GPU of that type. On nodes of 4 GPUs it holds two whole nodes, so at least four; per-node rows see
+    that, and which node a job that fits on one is on. *Validity:* an allocation holds, on each node, as many
+    GPUs as its pattern says, and runs no faster than the pattern's best allocation (the speed model's step time
+    falls as any GPU is replaced by a faster one, with the same GPUs per node: the batch over the sum of the GPUs'
+    rates, or over n times the least, and a communication term of the node count); so every schedule maps to a choice
+    of items that meets every row at no more than its objective, as with the modes."""
+    cl = inst.cluster
+    if cl.qpi_factor != 1.0 or any(j.ps is not None or j.cpu_mem is not None or j.measured for j in inst.jobs):
+        return None
+    caps: dict = {ALL: len(cl.gpus), **{("n", nd.name): len(nd.gpus) for nd in cl.nodes}}
+    for t in cl.gpu_types:
+        cnt = sum(1 for g in cl.gpus if g.type == t)
+        if cnt < caps[ALL]:
+            caps[("type", t)] = cnt
+    items: list[list[Item]] = []
+    count = 0
+    for job in inst.jobs:
+        per_node = [sorted((g for g in nd.gpus if job.can_use(g.type)), key=lambda g: -rho(job, g)) for nd in cl.nodes]
+        its = []
+        for n in job.sizes:
+            for pat in _patterns([len(gs) for gs in per_node], n, max_items - count):
+                gpus = [g for gs, c in zip(per_node, pat) for g in gs[:c]]
+                d = duration(job, Allocation(tuple(g.id for g in gpus)), cl)
+                if not math.isfinite(d):
+                    continue
+                demand = {ALL: n, **{("n", nd.name): c for nd, c in zip(cl.nodes, pat) if c}}
+                for g in gpus:
+                    if ("type", g.type) in caps:
+                        demand[("type", g.type)] = demand.get(("type", g.type), 0) + 1
+                its.append(Item(d, demand))
+        count += len(its)
+        if count > max_items:
+            return None
+        items.append(its)
+    return items, caps
+
+
+def _patterns(caps: list[int], n: int, most: int) -> list[tuple[int, ...]]:
+    """The ways to take ``n`` GPUs from nodes with ``caps`` free (counts per node); [] where there are more than
+    ``most``."""
+    out: list[tuple[int, ...]] = []
+    room = [sum(caps[i:]) for i in range(len(caps))] + [0]
+
+    def rec(i: int, left: int, pat: tuple[int, ...]) -> bool:
+        if i == len(caps):
+            out.append(pat)
+            return len(out) <= most
+        for c in range(max(0, left - room[i + 1]), min(caps[i], left) + 1):
+            if not rec(i + 1, left - c, pat + (c,)):
+                return False
+        return True
+
+    return out if rec(0, n, ()) else []
 
 
 def option_items(inst: Instance, opts: list[list[Option]], resources: set) -> tuple[list[list[Item]], dict]:
@@ -222,10 +289,14 @@ class Multipliers:
 
 
 def relaxation(inst: Instance, params: LagrangianParams = LagrangianParams(),
-               options: tuple[list[list[Option]], set] | None = None) -> Relaxation | None:
-    """The relaxation over the modes (or ``options``: an option model and its capacities); None when a job has no
-    item."""
-    items, caps = mode_items(inst, job_modes(inst)) if options is None else option_items(inst, *options)
+               options: tuple[list[list[Option]], set] | None = None,
+               nodes: tuple[list[list[Item]], dict] | None = None) -> Relaxation | None:
+    """The relaxation over the modes (or ``options``: an option model and its capacities; or ``nodes``:
+    :func:`node_items`); None when a job has no item."""
+    if nodes is not None:
+        items, caps = nodes
+    else:
+        items, caps = mode_items(inst, job_modes(inst)) if options is None else option_items(inst, *options)
     if any(not its for its in items):
         return None
     w = np.array(job_weights(inst), dtype=float)
@@ -237,13 +308,14 @@ def relaxation(inst: Instance, params: LagrangianParams = LagrangianParams(),
 
 def multipliers(inst: Instance, time_limit: float | None = None, *, target: float | None = None,
                 params: LagrangianParams = LagrangianParams(),
-                options: tuple[list[list[Option]], set] | None = None) -> Multipliers | None:
+                options: tuple[list[list[Option]], set] | None = None,
+                nodes: tuple[list[list[Item]], dict] | None = None) -> Multipliers | None:
     """The subgradient search of the module docstring, its best multipliers; None for the makespan, no jobs, too
     little time or a job no item hosts. Arguments as :func:`lower_bound`."""
     if inst.objective == "makespan" or not inst.jobs or (time_limit is not None and time_limit < MIN_TIME):
         return None
     t0 = time.perf_counter()
-    rel = relaxation(inst, params, options)
+    rel = relaxation(inst, params, options, nodes)
     if rel is None:
         return None
     T = len(rel.tau) - 1
@@ -284,12 +356,14 @@ def multipliers(inst: Instance, time_limit: float | None = None, *, target: floa
 
 def lower_bound(inst: Instance, time_limit: float | None = None, *, target: float | None = None,
                 params: LagrangianParams = LagrangianParams(),
-                options: tuple[list[list[Option]], set] | None = None) -> float | None:
+                options: tuple[list[list[Option]], set] | None = None,
+                nodes: tuple[list[list[Item]], dict] | None = None) -> float | None:
     """The Lagrangian bound of the module docstring on the objective (mean or weighted JCT; None for the
     makespan, or a job no allocation hosts). ``target``: an objective some schedule reaches (the incumbent),
     which steers the step size; without one, 10 % above the best bound so far. ``options``: an option model and
-    its capacities to price instead of the modes (node rows see which node a job's GPUs are on)."""
-    m = multipliers(inst, time_limit, target=target, params=params, options=options)
+    its capacities to price instead of the modes (node rows see which node a job's GPUs are on); ``nodes``: the
+    node patterns (:func:`node_items`) to price instead."""
+    m = multipliers(inst, time_limit, target=target, params=params, options=options, nodes=nodes)
     return None if m is None else m.bound
 
 

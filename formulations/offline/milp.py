@@ -29,8 +29,9 @@ from .local_search import search_options
 from .milp_model import MilpModelParams, build, run_solver, to_objective
 from .options import Option, binding_resources, capacities
 from .pipeline import (OfflineParams, Phase, Shared, State, check_offline, class_resources, class_search_applies,
-                       class_search_phase, finish, lagrangian_applies, lagrangian_phase, local_search, queued,
-                       run_phases, start, stop_without_time, time_indexed_lb)
+                       class_search_phase, finish, lagrangian_applies, lagrangian_phase, local_search,
+                       node_patterns_apply, node_patterns_phase, queued, run_phases, start, stop_without_time,
+                       time_indexed_lb)
 
 BOUND_SAFETY = 1e-7   # relative: the solvers' bounds are lowered by this much (their tolerances)
 
@@ -73,6 +74,8 @@ def phases(p: MilpParams) -> list[Phase[MilpState]]:
         Phase("queue-test", queue_test, p.offline.pre_share),
         Phase("lagrangian", lagrangian_phase, p.offline.lag_share,
               when=lambda s: s.pre is not None and lagrangian_applies(s)),
+        Phase("node-patterns", node_patterns_phase, p.offline.lag_node_share,
+              when=lambda s: s.pre is not None and node_patterns_apply(s)),
         Phase("local-search", first_local_search, p.offline.ls_share, when=lambda s: s.search is not None),
         Phase("class-search", class_search_phase, p.offline.class_search_share,   # pruned at the searched incumbent
               when=lambda s: s.pre is not None and class_search_applies(s)),

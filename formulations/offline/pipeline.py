@@ -53,6 +53,11 @@ class OfflineParams:
     lag_min_s: float = 1.0       # s: ... but at least this, where it is at most lag_max_left of the time left
     lag_max_left: float = 0.3
     lagrangian: LagrangianParams = LagrangianParams()
+    #: of the limit, at most half the time left: the same bound over node patterns after it, where every allocation
+    #: is not priced (:func:`.lagrangian_bound.node_items`), on a coarser grid (a step costs about items × slots,
+    #: and there are about ten times as many patterns as modes)
+    lag_node_share: float = 0.2
+    lag_nodes: LagrangianParams = LagrangianParams(fine_slots=500, max_slots=1000)
     #: the Lagrangian bound's order of completions is a start of the next local search (docs/oracle-offline.md)
     lag_start: bool = True
     #: of the limit, at most: the class model solved by the branch and bound (:mod:`.class_search`) where jobs queue,
@@ -261,6 +266,32 @@ def lagrangian_phase(state: State, share: float | None) -> None:
         if state.offline.lag_start:
             state.starts.append(Start(order=tuple(m.completion_order(state.inst))))
     state.record("lagrangian")
+
+
+def node_patterns_apply(state: State) -> bool:
+    """The gap is open, the objective is a sum and the Lagrangian bound does not price every allocation (where it
+    does, that is stronger); with or without a queue: on nodes of a few GPUs, jobs that span them bind there too."""
+    o = state.offline
+    exact = state.complete and sum(map(len, state.concrete)) <= o.lagrangian.max_exact_options
+    return state.inst.objective != "makespan" and state.gap_open() and o.lag_node_share > 0 and not exact
+
+
+def node_patterns_phase(state: State, share: float | None) -> None:
+    """The Lagrangian bound over node patterns (:func:`.lagrangian_bound.node_items`; ``share`` of the limit, at
+    most half the time left); an extra bound."""
+    o = state.offline
+    left = state.remaining()
+    if left is not None and state.time_limit is not None and share is not None:
+        left = min(left / 2, share * state.time_limit)
+    try:
+        nodes = lagrangian_bound.node_items(state.inst, o.lagrangian.max_node_items)
+        m = None if nodes is None else lagrangian_bound.multipliers(
+            state.inst, left, target=state.incumbent.objective, params=o.lag_nodes, nodes=nodes)
+    except Exception:
+        m = None
+    if m is not None:
+        state.raise_bound(m.bound)
+    state.record("node-patterns")
 
 
 def class_search_applies(state: State) -> bool:

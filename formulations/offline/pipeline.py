@@ -56,7 +56,7 @@ class OfflineParams:
     #: of the limit, at most half the time left: the same bound over node patterns after it, where every allocation
     #: is not priced (:func:`.lagrangian_bound.node_items`), on a coarser grid (a step costs about items × slots,
     #: and there are about ten times as many patterns as modes)
-    lag_node_share: float = 0.2
+    lag_node_share: float = 0.35
     lag_nodes: LagrangianParams = LagrangianParams(fine_slots=500, max_slots=1000)
     #: the Lagrangian bound's order of completions is a start of the next local search (docs/oracle-offline.md)
     lag_start: bool = True

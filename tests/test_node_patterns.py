@@ -76,6 +76,20 @@ def test_not_a_bound_where_the_speed_model_reads_more_than_the_gpus():
     assert node_items(sixteen(9000), 10) is None
 
 
+@settings(max_examples=25, deadline=None)
+@given(limit=st.integers(0, 900))
+def test_a_limit_gives_every_pattern_or_none(limit):
+    """Under an item limit a job never loses some of its patterns (a job priced over fewer allocations than it has
+    would make the bound invalid): the items are all of them, or None."""
+    inst = sixteen(9002)
+    full = node_items(inst, 100_000)
+    got = node_items(inst, limit)
+    total = sum(map(len, full[0]))
+    assert (got is None) == (limit < total)
+    if got is not None:
+        assert [len(its) for its in got[0]] == [len(its) for its in full[0]]
+
+
 def test_node_rows_see_that_wide_jobs_take_whole_nodes():
     """On nodes of 4 GPUs an 8-GPU job holds two whole nodes, where the modes count one GPU of its slowest type:
     the node patterns' bound is above the modes' (same grid and steps, no time limit: machine-independent)."""

@@ -143,7 +143,10 @@ def node_items(inst: Instance, max_items: int) -> tuple[list[list[Item]], dict] 
         per_node = [sorted((g for g in nd.gpus if job.can_use(g.type)), key=lambda g: -rho(job, g)) for nd in cl.nodes]
         its = []
         for n in job.sizes:
-            for pat in _patterns([len(gs) for gs in per_node], n, max_items - count):
+            pats = _patterns([len(gs) for gs in per_node], n, max_items - count - len(its))
+            if pats is None:
+                return None
+            for pat in pats:
                 gpus = [g for gs, c in zip(per_node, pat) for g in gs[:c]]
                 d = duration(job, Allocation(tuple(g.id for g in gpus)), cl)
                 if not math.isfinite(d):
@@ -160,8 +163,8 @@ def node_items(inst: Instance, max_items: int) -> tuple[list[list[Item]], dict] 
     return items, caps
 
 
-def _patterns(caps: list[int], n: int, most: int) -> list[tuple[int, ...]]:
-    """The ways to take ``n`` GPUs from nodes with ``caps`` free (counts per node); [] where there are more than
+def _patterns(caps: list[int], n: int, most: int) -> list[tuple[int, ...]] | None:
+    """The ways to take ``n`` GPUs from nodes with ``caps`` free (counts per node); None where there are more than
     ``most``."""
     out: list[tuple[int, ...]] = []
     room = [sum(caps[i:]) for i in range(len(caps))] + [0]
@@ -175,7 +178,7 @@ def _patterns(caps: list[int], n: int, most: int) -> list[tuple[int, ...]]:
                 return False
         return True
 
-    return out if rec(0, n, ()) else []
+    return out if rec(0, n, ()) else None
 
 
 def option_items(inst: Instance, opts: list[list[Option]], resources: set) -> tuple[list[list[Item]], dict]:

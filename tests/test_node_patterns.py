@@ -68,6 +68,27 @@ def test_each_item_is_its_patterns_fastest_allocation(seed):
                 assert it.dur <= duration(job, Allocation(tuple(g.id for g in gpus)), cl) * (1 + 1e-12)
 
 
+def mixed_node(seed: int) -> Instance:
+    """``small`` on one node of V100s and K80s (the first GPU a K80): the fastest GPUs of a pattern are not its only
+    GPU types there."""
+    d = small(seed, nodes=1).to_dict()
+    gpus = d["cluster"]["nodes"][0]["gpus"]
+    gpus[0]["type"] = "k80" if gpus[1]["type"] != "k80" else "v100"
+    return Instance.from_dict(d)
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_a_node_of_two_types_gets_no_type_rows(seed):
+    """On a node of two types a pattern's fastest GPUs fix its types but other allocations of it have others:
+    only node rows there, and the bound stays below brute force."""
+    inst = mixed_node(seed)
+    items, caps = node_items(inst, 10_000)
+    assert all(r[0] != "type" for r in caps)
+    lb = lagrangian_bound.lower_bound(inst, params=SMALL, nodes=(items, caps))
+    assert lb is not None and lb <= brute.solve(inst).objective * (1 + 1e-9)
+
+
 def test_not_a_bound_where_the_speed_model_reads_more_than_the_gpus():
     """Parameter servers and CPU/memory levels change a pattern's fastest allocation: no node patterns there, nor
     above the item limit."""

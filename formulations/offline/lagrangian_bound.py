@@ -66,7 +66,6 @@ class LagrangianParams:
     max_node_items: int = 1500
 
 
-
 def grid(inst: Instance, items: list[list[Item]], params: LagrangianParams = LagrangianParams()) -> np.ndarray:
     """Slot boundaries τ_0 < … < τ_T: ``fine_slots`` uniform ones over the arrivals and a long job after the last,
     then growing to a horizon no schedule without idle time needs to pass (any boundaries keep the bound valid;
@@ -105,19 +104,23 @@ Row = tuple[float, Callable[[Item], float]]
 
 def mode_items(inst: Instance, modes: list[list[Mode]]) -> tuple[list[list[Item]], dict]:
     """The preemptive LP's modes as items over the cluster's GPUs and each type's (where there are several)."""
-    cap: dict = {ALL: len(inst.cluster.gpus)}
-    for t in inst.cluster.gpu_types:
-        cnt = sum(1 for g in inst.cluster.gpus if g.type == t)
-        if cnt < cap[ALL]:          # a single type's row is the all-GPU row
-            cap[("type", t)] = cnt
+    cap: dict = {ALL: len(inst.cluster.gpus), **_type_caps(inst)}
     items = [[Item(m.dur, {ALL: m.gpus, **{("type", t): c for t, c in m.by_type if ("type", t) in cap}})
               for m in ms] for ms in modes]
     return items, cap
 
 
+def _type_caps(inst: Instance) -> dict:
+    """A row per GPU type, where there are several (a single type's row is the all-GPU row)."""
+    gpus = inst.cluster.gpus
+    cnt = {t: sum(1 for g in gpus if g.type == t) for t in inst.cluster.gpu_types}
+    return {("type", t): c for t, c in cnt.items() if c < len(gpus)}
+
+
 def node_items(inst: Instance, max_items: int) -> tuple[list[list[Item]], dict] | None:
     """Per job, one item per node pattern (how many of its GPUs on each node, for each size it may take): the
-    pattern's GPUs and rows per node (and per type, where there are several), at the run time of its best
+    pattern's GPUs and rows per node (and per type, where there are several and each node has one), at the run
+    time of its best
     allocation (on each node the GPUs fastest for the job). None where that is not a lower bound of the pattern's
     allocations (parameter servers, CPU/memory levels, measured throughputs, CPU sockets priced) or there are more
     than ``max_items``.
@@ -133,10 +136,9 @@ def node_items(inst: Instance, max_items: int) -> tuple[list[list[Item]], dict] 
     if cl.qpi_factor != 1.0 or any(j.ps is not None or j.cpu_mem is not None or j.measured for j in inst.jobs):
         return None
     caps: dict = {ALL: len(cl.gpus), **{("n", nd.name): len(nd.gpus) for nd in cl.nodes}}
-    for t in cl.gpu_types:
-        cnt = sum(1 for g in cl.gpus if g.type == t)
-        if cnt < caps[ALL]:
-            caps[("type", t)] = cnt
+    if all(len({g.type for g in nd.gpus}) == 1 for nd in cl.nodes):
+        # a pattern's GPUs per type then follow from its GPUs per node; on a node of two types they do not
+        caps.update(_type_caps(inst))
     items: list[list[Item]] = []
     count = 0
     for job in inst.jobs:

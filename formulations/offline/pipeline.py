@@ -253,9 +253,7 @@ def lagrangian_phase(state: State, share: float | None) -> None:
         # their share alone cut the bound short (10-job queues at 10 s: 1-2 % lower)
         left = min(left * state.offline.lag_max_left,
                    max(share * state.time_limit, state.offline.lag_min_s), left)
-    options = None
-    if state.complete and sum(map(len, state.concrete)) <= state.offline.lagrangian.max_exact_options:
-        options = lagrangian_bound.per_gpu_options(state.inst, state.concrete)
+    options = lagrangian_bound.per_gpu_options(state.inst, state.concrete) if prices_every_allocation(state) else None
     try:
         m = lagrangian_bound.multipliers(state.inst, left, target=state.incumbent.objective,
                                          params=state.offline.lagrangian, options=options)
@@ -268,12 +266,16 @@ def lagrangian_phase(state: State, share: float | None) -> None:
     state.record("lagrangian")
 
 
+def prices_every_allocation(state: State) -> bool:
+    """The Lagrangian bound prices every allocation (per-GPU rows): the enumeration is complete and small enough."""
+    return state.complete and sum(map(len, state.concrete)) <= state.offline.lagrangian.max_exact_options
+
+
 def node_patterns_apply(state: State) -> bool:
     """The gap is open, the objective is a sum and the Lagrangian bound does not price every allocation (where it
     does, that is stronger); with or without a queue: on nodes of a few GPUs, jobs that span them bind there too."""
-    o = state.offline
-    exact = state.complete and sum(map(len, state.concrete)) <= o.lagrangian.max_exact_options
-    return state.inst.objective != "makespan" and state.gap_open() and o.lag_node_share > 0 and not exact
+    return (state.inst.objective != "makespan" and state.gap_open() and state.offline.lag_node_share > 0
+            and not prices_every_allocation(state))
 
 
 def node_patterns_phase(state: State, share: float | None) -> None:

@@ -52,9 +52,10 @@ def test_each_item_is_its_patterns_fastest_allocation(seed):
     """Every way to hold a job's GPUs has the rows of its pattern and runs at least as long as the pattern's item:
     checked against every allocation of every size on the small instances."""
     inst = small(seed)
-    items, caps = node_items(inst, 10_000)
+    nodes = node_items(inst, 10_000)
+    caps = nodes.caps
     cl = inst.cluster
-    for job, its in zip(inst.jobs, items):
+    for job, its in zip(inst.jobs, nodes.per_job):
         by = {tuple(sorted((r, c) for r, c in it.demand.items() if r[0] == "n")): it for it in its}
         for n in job.sizes:
             for gpus in itertools.combinations([g for g in cl.gpus if job.can_use(g.type)], n):
@@ -83,9 +84,9 @@ def test_a_node_of_two_types_gets_no_type_rows(seed):
     """On a node of two types a pattern's fastest GPUs fix its types but other allocations of it have others:
     only node rows there, and the bound stays below brute force."""
     inst = mixed_node(seed)
-    items, caps = node_items(inst, 10_000)
-    assert all(r[0] != "type" for r in caps)
-    lb = lagrangian_bound.lower_bound(inst, params=SMALL, nodes=(items, caps))
+    nodes = node_items(inst, 10_000)
+    assert all(r[0] != "type" for r in nodes.caps)
+    lb = lagrangian_bound.lower_bound(inst, params=SMALL, nodes=nodes)
     assert lb is not None and lb <= brute.solve(inst).objective * (1 + 1e-9)
 
 
@@ -105,10 +106,10 @@ def test_a_limit_gives_every_pattern_or_none(limit):
     inst = sixteen(9002)
     full = node_items(inst, 100_000)
     got = node_items(inst, limit)
-    total = sum(map(len, full[0]))
+    total = sum(map(len, full.per_job))
     assert (got is None) == (limit < total)
     if got is not None:
-        assert [len(its) for its in got[0]] == [len(its) for its in full[0]]
+        assert [len(its) for its in got.per_job] == [len(its) for its in full.per_job]
 
 
 def test_node_rows_see_that_wide_jobs_take_whole_nodes():

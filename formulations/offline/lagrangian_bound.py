@@ -97,17 +97,24 @@ class Item:
     demand: dict
 
 
+@dataclass(frozen=True)
+class Items:
+    """What a relaxation prices: per job its items, and the capacity of each row's resource."""
+    per_job: list[list[Item]]
+    caps: dict
+
+
 ALL = ("all",)
 #: a capacity row: its capacity, and an item's coefficient in it
 Row = tuple[float, Callable[[Item], float]]
 
 
-def mode_items(inst: Instance, modes: list[list[Mode]]) -> tuple[list[list[Item]], dict]:
+def mode_items(inst: Instance, modes: list[list[Mode]]) -> Items:
     """The preemptive LP's modes as items over the cluster's GPUs and each type's (where there are several)."""
     cap: dict = {ALL: len(inst.cluster.gpus), **_type_caps(inst)}
     items = [[Item(m.dur, {ALL: m.gpus, **{("type", t): c for t, c in m.by_type if ("type", t) in cap}})
               for m in ms] for ms in modes]
-    return items, cap
+    return Items(items, cap)
 
 
 def _type_caps(inst: Instance) -> dict:
@@ -117,13 +124,12 @@ def _type_caps(inst: Instance) -> dict:
     return {("type", t): c for t, c in cnt.items() if c < len(gpus)}
 
 
-def node_items(inst: Instance, max_items: int) -> tuple[list[list[Item]], dict] | None:
+def node_items(inst: Instance, max_items: int) -> Items | None:
     """Per job, one item per node pattern (how many of its GPUs on each node, for each size it may take): the
     pattern's GPUs and rows per node (and per type, where there are several and each node has one), at the run
-    time of its best
-    allocation (on each node the GPUs fastest for the job). None where that is not a lower bound of the pattern's
-    allocations (parameter servers, CPU/memory levels, measured throughputs, CPU sockets priced) or there are more
-    than ``max_items``.
+    time of its best allocation (on each node the GPUs fastest for the job). None where that is not a lower bound
+    of the pattern's allocations (parameter servers, CPU/memory levels, measured throughputs, CPU sockets priced)
+    or there are more than ``max_items``.
 
     Why. The modes count a job's GPUs per type as "at least": an 8-GPU job at the slowest type's speed holds at
     least one GPU of that type. On nodes of 4 GPUs it holds two whole nodes, so at least four; per-node rows see
@@ -162,7 +168,7 @@ def node_items(inst: Instance, max_items: int) -> tuple[list[list[Item]], dict] 
         if count > max_items:
             return None
         items.append(its)
-    return items, caps
+    return Items(items, caps)
 
 
 def _patterns(caps: list[int], n: int, most: int) -> list[tuple[int, ...]] | None:
@@ -183,12 +189,12 @@ def _patterns(caps: list[int], n: int, most: int) -> list[tuple[int, ...]] | Non
     return out if rec(0, n, ()) else None
 
 
-def option_items(inst: Instance, opts: list[list[Option]], resources: set) -> tuple[list[list[Item]], dict]:
+def option_items(inst: Instance, opts: list[list[Option]], resources: set) -> Items:
     """An option model's options (:mod:`.options`) as items over ``resources`` (the time-indexed LP's
     relaxation, :mod:`.time_indexed_bound`, over a finer grid)."""
     cap = {r: c for r, c in capacities(inst).items() if r in resources}
     items = [[Item(o.dur, {r: v for r, v in o.demand.items() if r in cap}) for o in ol] for ol in opts]
-    return items, cap
+    return Items(items, cap)
 
 
 def per_gpu_options(inst: Instance, concrete: list[list[Option]]) -> tuple[list[list[Option]], set]:
@@ -295,13 +301,12 @@ class Multipliers:
 
 def relaxation(inst: Instance, params: LagrangianParams = LagrangianParams(),
                options: tuple[list[list[Option]], set] | None = None,
-               nodes: tuple[list[list[Item]], dict] | None = None) -> Relaxation | None:
+               nodes: Items | None = None) -> Relaxation | None:
     """The relaxation over the modes (or ``options``: an option model and its capacities; or ``nodes``:
     :func:`node_items`); None when a job has no item."""
-    if nodes is not None:
-        items, caps = nodes
-    else:
-        items, caps = mode_items(inst, job_modes(inst)) if options is None else option_items(inst, *options)
+    if nodes is None:
+        nodes = mode_items(inst, job_modes(inst)) if options is None else option_items(inst, *options)
+    items, caps = nodes.per_job, nodes.caps
     if any(not its for its in items):
         return None
     w = np.array(job_weights(inst), dtype=float)
@@ -314,7 +319,7 @@ def relaxation(inst: Instance, params: LagrangianParams = LagrangianParams(),
 def multipliers(inst: Instance, time_limit: float | None = None, *, target: float | None = None,
                 params: LagrangianParams = LagrangianParams(),
                 options: tuple[list[list[Option]], set] | None = None,
-                nodes: tuple[list[list[Item]], dict] | None = None) -> Multipliers | None:
+                nodes: Items | None = None) -> Multipliers | None:
     """The subgradient search of the module docstring, its best multipliers; None for the makespan, no jobs, too
     little time or a job no item hosts. Arguments as :func:`lower_bound`."""
     if inst.objective == "makespan" or not inst.jobs or (time_limit is not None and time_limit < MIN_TIME):
@@ -362,7 +367,7 @@ def multipliers(inst: Instance, time_limit: float | None = None, *, target: floa
 def lower_bound(inst: Instance, time_limit: float | None = None, *, target: float | None = None,
                 params: LagrangianParams = LagrangianParams(),
                 options: tuple[list[list[Option]], set] | None = None,
-                nodes: tuple[list[list[Item]], dict] | None = None) -> float | None:
+                nodes: Items | None = None) -> float | None:
     """The Lagrangian bound of the module docstring on the objective (mean or weighted JCT; None for the
     makespan, or a job no allocation hosts). ``target``: an objective some schedule reaches (the incumbent),
     which steers the step size; without one, 10 % above the best bound so far. ``options``: an option model and

@@ -37,9 +37,9 @@ def sixteen(seed: int) -> Instance:
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10_000), objective=st.sampled_from(["mean_jct", "weighted_jct"]))
-def test_bound_is_below_the_brute_force_optimum(seed, objective):
-    inst = small(seed, objective=objective)
+@given(seed=st.integers(0, 10_000), objective=st.sampled_from(["mean_jct", "weighted_jct"]), one_type=st.booleans())
+def test_bound_is_below_the_brute_force_optimum(seed, objective, one_type):
+    inst = small(seed, objective=objective, **({"nodes": 2, "types": ("v100",)} if one_type else {}))
     nodes = node_items(inst, 10_000)
     assert nodes is not None
     lb = lagrangian_bound.lower_bound(inst, params=SMALL, nodes=nodes)
@@ -47,13 +47,15 @@ def test_bound_is_below_the_brute_force_optimum(seed, objective):
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10_000))
-def test_each_item_is_its_patterns_fastest_allocation(seed):
+@given(seed=st.integers(0, 10_000), one_type=st.booleans())
+def test_each_item_is_its_patterns_fastest_allocation(seed, one_type):
     """Every way to hold a job's GPUs has the rows of its pattern and runs at least as long as the pattern's item:
-    checked against every allocation of every size on the small instances."""
-    inst = small(seed)
+    checked against every allocation of every size on the small instances (with ``one_type``, two nodes of one
+    type: a row over both)."""
+    inst = small(seed, nodes=2, types=("v100",)) if one_type else small(seed)
     nodes = node_items(inst, 10_000)
     caps = nodes.caps
+    assert any(r[0] == "set" for r in caps) == one_type
     cl = inst.cluster
     for job, its in zip(inst.jobs, nodes.per_job):
         by = {tuple(sorted((r, c) for r, c in it.demand.items() if r[0] == "n")): it for it in its}
@@ -64,8 +66,7 @@ def test_each_item_is_its_patterns_fastest_allocation(seed):
                     pat[("n", g.node)] = pat.get(("n", g.node), 0) + 1
                 it = by[tuple(sorted(pat.items()))]
                 assert it.demand[("all",)] == n
-                assert all(it.demand.get(("type", t), 0) == sum(g.type == t for g in gpus)
-                           for t in cl.gpu_types if ("type", t) in caps)
+                assert all(it.demand.get(r, 0) == sum(g.node in r[1] for g in gpus) for r in caps if r[0] == "set")
                 assert it.dur <= duration(job, Allocation(tuple(g.id for g in gpus)), cl) * (1 + 1e-12)
 
 
@@ -82,7 +83,7 @@ def mixed_node(seed: int) -> Instance:
 @given(seed=st.integers(0, 10_000))
 def test_a_node_of_two_types_gets_no_type_rows(seed):
     """On a node of two types a pattern's fastest GPUs fix its types but other allocations of it have others:
-    only node rows there, and the bound stays below brute force."""
+    no type rows (rows over nodes only), and the bound stays below brute force."""
     inst = mixed_node(seed)
     nodes = node_items(inst, 10_000)
     assert all(r[0] != "type" for r in nodes.caps)

@@ -111,23 +111,20 @@ Row = tuple[float, Callable[[Item], float]]
 
 def mode_items(inst: Instance, modes: list[list[Mode]]) -> Items:
     """The preemptive LP's modes as items over the cluster's GPUs and each type's (where there are several)."""
-    cap: dict = {ALL: len(inst.cluster.gpus), **_type_caps(inst)}
+    cap: dict = {ALL: len(inst.cluster.gpus)}
+    for t in inst.cluster.gpu_types:
+        cnt = sum(1 for g in inst.cluster.gpus if g.type == t)
+        if cnt < cap[ALL]:          # a single type's row is the all-GPU row
+            cap[("type", t)] = cnt
     items = [[Item(m.dur, {ALL: m.gpus, **{("type", t): c for t, c in m.by_type if ("type", t) in cap}})
               for m in ms] for ms in modes]
     return Items(items, cap)
 
 
-def _type_caps(inst: Instance) -> dict:
-    """A row per GPU type, where there are several (a single type's row is the all-GPU row)."""
-    gpus = inst.cluster.gpus
-    cnt = {t: sum(1 for g in gpus if g.type == t) for t in inst.cluster.gpu_types}
-    return {("type", t): c for t, c in cnt.items() if c < len(gpus)}
-
-
 def node_items(inst: Instance, max_items: int) -> Items | None:
     """Per job, one item per node pattern (how many of its GPUs on each node, for each size it may take): the
-    pattern's GPUs and rows per node (and per type, where there are several and each node has one), at the run
-    time of its best allocation (on each node the GPUs fastest for the job). None where that is not a lower bound
+    pattern's GPUs and rows per node and per group of nodes with the same GPU types (:func:`.options.capacities`),
+    at the run time of its best allocation (on each node the GPUs fastest for the job). None where that is not a lower bound
     of the pattern's allocations (parameter servers, CPU/memory levels, measured throughputs, CPU sockets priced)
     or there are more than ``max_items``.
 
@@ -141,10 +138,9 @@ def node_items(inst: Instance, max_items: int) -> Items | None:
     cl = inst.cluster
     if cl.qpi_factor != 1.0 or any(j.ps is not None or j.cpu_mem is not None or j.measured for j in inst.jobs):
         return None
-    caps: dict = {ALL: len(cl.gpus), **{("n", nd.name): len(nd.gpus) for nd in cl.nodes}}
-    if all(len({g.type for g in nd.gpus}) == 1 for nd in cl.nodes):
-        # a pattern's GPUs per type then follow from its GPUs per node; on a node of two types they do not
-        caps.update(_type_caps(inst))
+    # the rows a pattern's GPUs per node fix; per type they do not, on a node of two types
+    caps = {r: c for r, c in capacities(inst).items() if r[0] in ("all", "n", "set")}
+    groups = [(r, set(r[1])) for r in caps if r[0] == "set"]
     items: list[list[Item]] = []
     count = 0
     for job in inst.jobs:
@@ -160,9 +156,9 @@ def node_items(inst: Instance, max_items: int) -> Items | None:
                 if not math.isfinite(d):
                     continue
                 demand = {ALL: n, **{("n", nd.name): c for nd, c in zip(cl.nodes, pat) if c}}
-                for g in gpus:
-                    if ("type", g.type) in caps:
-                        demand[("type", g.type)] = demand.get(("type", g.type), 0) + 1
+                for r, members in groups:
+                    if k := sum(c for nd, c in zip(cl.nodes, pat) if nd.name in members):
+                        demand[r] = k
                 its.append(Item(d, demand))
         count += len(its)
         if count > max_items:

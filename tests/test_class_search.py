@@ -164,3 +164,52 @@ def test_a_stopped_class_search_bounds_the_optimum_by_its_open_nodes(monkeypatch
     lb = search.open_bound() - arrival_offset(inst)
     assert search.root_bound - arrival_offset(inst) <= lb * (1 + 1e-12) + 1e-9
     assert lb <= brute.solve(inst).objective * (1 + RTOL)
+
+
+def targets_bound(inst, lower, incumbent, time_limit=30.0):
+    r = class_search.class_bound_by_targets(inst, lower, incumbent, time_limit)
+    return None if r is None else r.bound
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10_000), jobs=st.integers(2, 4), nodes=st.sampled_from([1, 2, 3]),
+       stop=st.integers(1, 60), low=st.floats(0.5, 1.0), high=st.floats(1.0, 1.5),
+       types=st.sampled_from([("v100", "p100", "k80"), ("v100",)]))
+def test_destructive_targets_never_pass_the_optimum(monkeypatch, seed, jobs, nodes, stop, low, high, types):
+    """Each attempt stopped after about ``stop`` nodes: an attempt that does not finish proves nothing, one that
+    finishes proves its target or solves the class model. From any valid bound below the optimum and any schedule's
+    objective above it, the result is between that bound and the optimum."""
+    monkeypatch.setattr(bnb, "CHECK_EVERY", 1)
+    monkeypatch.setattr(class_search.ClassSearch, "resume", lambda self, dl: bnb.Search.resume(self, StopAfter(stop)))
+    inst = queue(seed, jobs, gpus=2 * nodes, nodes=nodes, types=types)
+    if not class_search.applies(inst, class_options(inst)):
+        return
+    opt = brute.solve(inst).objective
+    lb = targets_bound(inst, opt * low, opt * high, time_limit=5.0)
+    assert opt * low <= lb <= opt * (1 + RTOL)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), jobs=st.integers(2, 5), gpus=st.sampled_from([2, 3, 4]),
+       high=st.floats(1.0, 1.5))
+def test_on_one_node_of_identical_gpus_the_targets_climb_to_the_optimum(seed, jobs, gpus, high):
+    """Where the class model is exact and every attempt finishes, the targets climb until one passes the optimum,
+    and that attempt solves the class model: the bound is the optimum (a target kept after an attempt that found a
+    schedule below it, or one not kept after an attempt that found none, fails this)."""
+    assume(jobs + gpus <= 8)
+    inst = queue(seed, jobs, gpus=gpus, nodes=1, variability=0.0, max_size=gpus)
+    opt = brute.solve(inst).objective
+    assert math.isclose(targets_bound(inst, opt * 0.6, opt * high), opt, rel_tol=1e-4)
+
+
+def test_the_targets_phase_lifts_the_bound_where_the_class_search_has_too_many_jobs():
+    """16 jobs of up to 8 GPUs on four nodes of four (the plain class search applies to at most 12 jobs): the
+    phase runs in the MILP pipeline and its bound is above the one before it, and below the schedule's."""
+    inst = offline_instance(gpus=16, nodes=4, jobs=16, types=("v100", "p100", "k80"), interarrival_s=300,
+                            duration_h=(0.1, 2), max_size=8, variability=0.05, locality_penalty=1.2, seed=5)
+    r = oracle.solve(inst, "milp", time_limit=10, threads=1, seed=0)
+    phases = r.params["phases"]
+    at = [p["phase"] for p in phases].index("class-targets")
+    assert phases[at]["bound"] > phases[at - 1]["bound"] * 1.002
+    assert r.lower_bound <= r.objective * (1 + RTOL)

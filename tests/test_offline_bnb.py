@@ -104,6 +104,21 @@ def test_time_limit_returns_best_schedule_and_a_valid_bound():
     assert 0.0 <= r.params["progress"] <= 1.0
 
 
+def test_the_search_reads_the_clock_every_check_every_nodes():
+    """A frame may push many children before the loop reads the clock again: the check counts nodes since the last
+    one, so an expired budget stops the search at its next check (reading it only when the count was a multiple of
+    CHECK_EVERY skipped most checks, and a search given 0.5 s ran 2 s)."""
+    inst = queue(1, jobs=10)
+    run = offline_bnb.Run.start(inst, None, 0.0)
+    assert not run.resume(Budget(0.0))
+    assert run.search.nodes <= 1      # the root, then the first check
+    before = run.search.nodes
+    clock = StopAfter(3)
+    assert not run.search.resume(clock)
+    # between two checks: CHECK_EVERY nodes, then at most one frame's children (every choice of every job)
+    assert run.search.nodes - before <= 3 * (offline_bnb.CHECK_EVERY + sum(map(len, run.search.choices)))
+
+
 def test_a_resumed_search_ends_where_an_uninterrupted_one_does():
     inst = queue(2, jobs=9)
     whole = offline_bnb.solve(inst)

@@ -336,9 +336,12 @@ class Search:
                 self.root_bound = max(self.root_bound, self.prices.bound(0.0, 0.0, [], cand))
             self._push(0.0, 0.0, 0)
         stack = self._stack
+        check = self.nodes     # the clock is read every CHECK_EVERY nodes (a frame may push many before the next check)
         while stack:
-            if self.nodes % CHECK_EVERY == 0 and dl.expired():
-                return False
+            if self.nodes >= check:
+                if dl.expired():
+                    return False
+                check = self.nodes + CHECK_EVERY
             fr = stack[-1]
             if fr.undo is not None:
                 self._undo(fr.undo)

@@ -34,9 +34,9 @@ from jctlab.result import Result
 from . import cpsat_phases as ph
 from . import cpsat_rounds as rounds
 from .cpsat_phases import CpsatParams, CpsatState
-from .pipeline import (Phase, Shared, check_offline, class_search_applies, class_search_phase, finish,
-                       lagrangian_applies, lagrangian_phase, node_patterns_apply, node_patterns_phase, run_phases,
-                       start, stop_without_time)
+from .pipeline import (Phase, Shared, check_offline, class_search_applies, class_search_phase, class_targets_apply,
+                       class_targets_phase, finish, lagrangian_applies, lagrangian_phase, node_patterns_apply,
+                       node_patterns_phase, run_phases, start, stop_without_time)
 
 SOLVER = "cpsat"
 
@@ -69,6 +69,8 @@ def large_phases(p: CpsatParams) -> list[Phase[CpsatState]]:
               when=lambda s: s.pre is not None and node_patterns_apply(s)),
         Phase("class-search", class_search_phase, p.offline.class_search_share,
               when=lambda s: s.pre is not None and class_search_applies(s)),
+        Phase("class-targets", class_targets_phase, p.offline.class_targets_share,
+              when=lambda s: s.pre is not None and class_targets_apply(s)),
         Phase("relaxed-core", ph.core_class_model, p.core_share, when=ph.core_workers_apply),
         Phase("relaxed-levels", ph.class_model_by_level, None),
         Phase("time-indexed-lp", ph.time_indexed_lp, p.lp_share, when=ph.class_model_unproven_and_open),

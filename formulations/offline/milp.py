@@ -29,9 +29,9 @@ from .local_search import search_options
 from .milp_model import MilpModelParams, build, run_solver, to_objective
 from .options import Option, binding_resources, capacities
 from .pipeline import (OfflineParams, Phase, Shared, State, check_offline, class_resources, class_search_applies,
-                       class_search_phase, finish, lagrangian_applies, lagrangian_phase, local_search,
-                       node_patterns_apply, node_patterns_phase, queued, run_phases, start, stop_without_time,
-                       time_indexed_lb)
+                       class_search_phase, class_targets_apply, class_targets_phase, finish, lagrangian_applies,
+                       lagrangian_phase, local_search, node_patterns_apply, node_patterns_phase, queued, run_phases,
+                       start, stop_without_time, time_indexed_lb)
 
 BOUND_SAFETY = 1e-7   # relative: the solvers' bounds are lowered by this much (their tolerances)
 
@@ -79,6 +79,8 @@ def phases(p: MilpParams) -> list[Phase[MilpState]]:
         Phase("local-search", first_local_search, p.offline.ls_share, when=lambda s: s.search is not None),
         Phase("class-search", class_search_phase, p.offline.class_search_share,   # pruned at the searched incumbent
               when=lambda s: s.pre is not None and class_search_applies(s)),
+        Phase("class-targets", class_targets_phase, p.offline.class_targets_share,
+              when=lambda s: s.pre is not None and class_targets_apply(s)),
         Phase("no-time-left", stop_without_time),
         Phase("options", choose_options),
         Phase("time-indexed-lp", time_indexed_lp, p.ti_share, when=still_a_queue),
@@ -139,8 +141,9 @@ def choose_options(s: MilpState, share: float | None) -> None:
 
 def time_indexed_lp(s: MilpState, share: float | None) -> None:
     """Still a queue after the preemptive LP: the time-indexed LP (``share`` of the limit) is the stronger
-    bound there."""
-    s.raise_bound(time_indexed_lb(s.inst, s.opts, s.ti_res, s.incumbent, share * s.time_limit))
+    bound there. At most the time left: the phases before it may have spent more than the rest of the limit."""
+    limit = min(share * s.time_limit, max(0.0, s.left()))
+    s.raise_bound(time_indexed_lb(s.inst, s.opts, s.ti_res, s.incumbent, limit))
     s.ti_done = True
     s.record("time-indexed-lp")
 

@@ -66,6 +66,13 @@ class OfflineParams:
     class_search_share: float = 0.5
     class_search_max_jobs: int = 12
     class_search_max_options: int = 150
+    #: of the limit, at most class_targets_max_left of the time left: where that search does not apply (more jobs
+    #: or options, up to class_targets_max_*), the class search proves targets between the bound and the incumbent
+    #: instead (:func:`.class_search.class_bound_by_targets`)
+    class_targets_share: float = 0.35
+    class_targets_max_left: float = 0.7
+    class_targets_max_jobs: int = 24
+    class_targets_max_options: int = 500
     twins: bool = True           # order identical nodes by their first job in the relaxations (symmetry)
     concrete: ConcreteParams = ConcreteParams()
     search: SearchParams = SearchParams()
@@ -313,11 +320,45 @@ def class_search_phase(state: State, share: float | None) -> None:
         left = min(left, share * state.time_limit)
     r = class_search.class_bound(state.inst, state.incumbent.objective, left)
     if r is not None:
-        if (sol := r.solution()) is not None:   # a class schedule below the incumbent: real GPUs in its order
-            until = None if state.time_limit is None else time.perf_counter() + min(state.remaining(), 1.0)
-            state.offer(decode(state.inst, r.opts, sol, state.solver, until))
+        _offer_class_schedule(state, r)
         state.raise_bound(r.bound)
     state.record("class-search")
+
+
+def class_targets_apply(state: State) -> bool:
+    """A time limit, an open gap, a sum objective, and an instance above the class search's limits but within
+    the targets' (:class:`OfflineParams`); with or without a queue, as the node patterns."""
+    o = state.offline
+    if (state.time_limit is None or state.inst.objective == "makespan" or not state.gap_open()
+            or o.class_targets_share <= 0 or len(state.inst.jobs) > o.class_targets_max_jobs
+            or class_search_applies(state)):
+        return False
+    return sum(map(len, class_search.pooled_model(state.inst, class_options(state.inst)).options)) \
+        <= o.class_targets_max_options
+
+
+def class_targets_phase(state: State, share: float | None) -> None:
+    """Destructive lower bounding by the class search (:func:`.class_search.class_bound_by_targets`) between the
+    bound and the incumbent, within ``share`` of the limit (at most ``class_targets_max_left`` of the time left);
+    an extra bound, and the class model's schedule, decoded onto real GPUs, an incumbent where an attempt solved
+    it."""
+    left = state.remaining()
+    if left is not None and state.time_limit is not None and share is not None:
+        left = min(left * state.offline.class_targets_max_left, share * state.time_limit)
+    if left is not None and math.isfinite(state.bound):
+        r = class_search.class_bound_by_targets(state.inst, state.bound, state.incumbent.objective, left)
+        if r is not None:
+            _offer_class_schedule(state, r)
+            state.raise_bound(r.bound)
+    state.record("class-targets")
+
+
+def _offer_class_schedule(state: State, r: class_search.ClassResult) -> None:
+    """A class schedule the search found below the incumbent, decoded onto real GPUs in its order, as an
+    incumbent."""
+    if (sol := r.solution()) is not None:
+        until = None if state.time_limit is None else time.perf_counter() + min(state.remaining(), 1.0)
+        state.offer(decode(state.inst, r.opts, sol, state.solver, until))
 
 
 def time_indexed_lb(inst: Instance, opts: list[list[Option]], res: set, best: Incumbent,

@@ -204,17 +204,24 @@ class TargetParams:
     min_step: float = 1e-4
 
 
-def _prepared(inst: Instance, incumbent: float, time_limit: float | None,
-              params: BnbParams) -> tuple[list[list[Option]], PooledModel, NodePrices | None] | None:
-    """The class options, their pooled model and the node prices steered by ``incumbent``; None where the search
-    does not apply."""
+@dataclass(frozen=True)
+class _Setup:
+    """What every search of one instance shares: the class options, their pooled model and the node prices."""
+
+    opts: list[list[Option]]
+    model: PooledModel
+    prices: NodePrices | None
+
+
+def _prepared(inst: Instance, incumbent: float, time_limit: float | None, params: BnbParams) -> _Setup | None:
+    """The searches' set-up, the node prices steered by ``incumbent``; None where the search does not apply."""
     opts = class_options(inst)
     model = pooled_model(inst, opts)
     if objective_not_searchable(inst) is not None or not model.applies():
         return None
     prices = None if params.prices is None else NodePrices.at_root(
         inst, (model.options, model.resources), incumbent, params.prices_time(time_limit), params.prices)
-    return opts, model, prices
+    return _Setup(opts, model, prices)
 
 
 def _lowered(x: float) -> float:
@@ -228,16 +235,15 @@ def class_bound(inst: Instance, incumbent: float, time_limit: float | None,
     schedule reaches; None when it does not apply. Unfinished within ``time_limit`` (of which the node prices take
     at most ``params.prices_share``), the bound is the least over its open nodes (:meth:`.bnb.Search.open_bound`)."""
     budget = Budget(time_limit)
-    prepared = _prepared(inst, incumbent, time_limit, params)
-    if prepared is None:
+    setup = _prepared(inst, incumbent, time_limit, params)
+    if setup is None:
         return None
-    opts, model, prices = prepared
-    search = ClassSearch(inst, model, prices)
+    search = ClassSearch(inst, setup.model, setup.prices)
     offset = arrival_offset(inst)
     if math.isfinite(incumbent):
         search.value = (incumbent + offset) * (1 + 1e-9)
     search.resume(budget)
-    return ClassResult(_lowered(min(search.open_bound() - offset, incumbent)), search.best, opts)
+    return ClassResult(_lowered(min(search.open_bound() - offset, incumbent)), search.best, setup.opts)
 
 
 def class_bound_by_targets(inst: Instance, lower: float, incumbent: float, time_limit: float,
@@ -254,25 +260,24 @@ def class_bound_by_targets(inst: Instance, lower: float, incumbent: float, time_
     no higher target can succeed), an unfinished one halves the step. The first target is ``targets.first_step`` of
     the gap above ``lower``; the next one the same step higher after a success, half of it after a failure. On
     16 × 16 queues the targets proven lie a few eighths of the gap up, and an attempt near the class optimum costs
-    the most, so the climb starts low (docs/history/oracle-offline-queues.md). Within ``time_limit``, of which the node prices take at most ``params.prices_share``; None where the search
-    does not apply."""
+    the most, so the climb starts low (docs/history/oracle-offline-queues.md). Within ``time_limit``, of which the
+    node prices take at most ``params.prices_share``; None where the search does not apply."""
     budget = Budget(time_limit)
-    prepared = _prepared(inst, incumbent, time_limit, params)
-    if prepared is None:
+    setup = _prepared(inst, incumbent, time_limit, params)
+    if setup is None:
         return None
-    opts, model, prices = prepared
     offset = arrival_offset(inst)
     best = lower
     step = targets.first_step * (incumbent - lower)
     while step > targets.min_step * abs(best) and budget.left() >= targets.min_attempt_s:
         target = best + step
-        search = ClassSearch(inst, model, prices)
+        search = ClassSearch(inst, setup.model, setup.prices)
         search.value = target + offset
         attempt = Budget(max(targets.min_attempt_s, targets.attempt_share * budget.left()))
         if not search.resume(attempt):
             step /= 2
         elif search.best is not None:     # the class model's optimum, below the target
-            return ClassResult(max(lower, _lowered(search.value - offset)), search.best, opts)
+            return ClassResult(max(lower, _lowered(search.value - offset)), search.best, setup.opts)
         else:
             best = target
-    return ClassResult(max(lower, _lowered(best)), None, opts)
+    return ClassResult(max(lower, _lowered(best)), None, setup.opts)

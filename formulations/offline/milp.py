@@ -142,8 +142,7 @@ def choose_options(s: MilpState, share: float | None) -> None:
 def time_indexed_lp(s: MilpState, share: float | None) -> None:
     """Still a queue after the preemptive LP: the time-indexed LP (``share`` of the limit) is the stronger
     bound there. At most the time left: the phases before it may have spent more than the rest of the limit."""
-    limit = min(share * s.time_limit, max(0.0, s.left()))
-    s.raise_bound(time_indexed_lb(s.inst, s.opts, s.ti_res, s.incumbent, limit))
+    s.raise_bound(time_indexed_lb(s.inst, s.opts, s.ti_res, s.incumbent, s.phase_time(share)))
     s.ti_done = True
     s.record("time-indexed-lp")
 

@@ -129,6 +129,14 @@ class State:
         """Seconds left (None without a limit, never negative)."""
         return self.budget.remaining()
 
+    def phase_time(self, share: float | None, of_left: float = 1.0) -> float | None:
+        """A phase's time: ``share`` of the limit, at most ``of_left`` of the time left; the time left where the
+        share is None, None without a limit."""
+        left = self.remaining()
+        if left is None or self.time_limit is None or share is None:
+            return left
+        return min(left * of_left, share * self.time_limit)
+
     def gap_open(self) -> bool:
         return gap_open(self.incumbent.objective, self.bound)
 
@@ -289,9 +297,7 @@ def node_patterns_phase(state: State, share: float | None) -> None:
     """The Lagrangian bound over node patterns (:func:`.lagrangian_bound.node_items`; ``share`` of the limit, at
     most half the time left); an extra bound."""
     o = state.offline
-    left = state.remaining()
-    if left is not None and state.time_limit is not None and share is not None:
-        left = min(left / 2, share * state.time_limit)
+    left = state.phase_time(share, of_left=0.5)
     try:
         nodes = lagrangian_bound.node_items(state.inst, o.lagrangian.max_node_items)
         m = None if nodes is None else lagrangian_bound.multipliers(
@@ -303,21 +309,24 @@ def node_patterns_phase(state: State, share: float | None) -> None:
     state.record("node-patterns")
 
 
-def class_search_applies(state: State) -> bool:
-    """A queue (as for the Lagrangian bound) on an instance small enough for the class model's search."""
+def pooled_option_count(inst: Instance) -> int:
+    """How many options the class searches' pooled model has (:func:`.class_search.pooled_model`)."""
+    return sum(map(len, class_search.pooled_model(inst, class_options(inst)).options))
+
+
+def class_search_applies(state: State, options: int | None = None) -> bool:
+    """A queue (as for the Lagrangian bound) on an instance small enough for the class model's search; ``options``:
+    the pooled model's option count where already known."""
     o = state.offline
     return (lagrangian_applies(state) and len(state.inst.jobs) <= o.class_search_max_jobs
-            and sum(map(len, class_search.pooled_model(state.inst, class_options(state.inst)).options))
-            <= o.class_search_max_options)
+            and (pooled_option_count(state.inst) if options is None else options) <= o.class_search_max_options)
 
 
 def class_search_phase(state: State, share: float | None) -> None:
     """The class model's optimum by the branch and bound (:mod:`.class_search`), pruned at the incumbent, within
     ``share`` of the limit; an extra bound (the class optimum where it finishes, else the least over its open
     nodes), and its class schedule, decoded onto real GPUs, an incumbent where it found one below the incumbent."""
-    left = state.remaining()
-    if left is not None and state.time_limit is not None and share is not None:
-        left = min(left, share * state.time_limit)
+    left = state.phase_time(share)
     r = class_search.class_bound(state.inst, state.incumbent.objective, left)
     if r is not None:
         _offer_class_schedule(state, r)
@@ -330,11 +339,10 @@ def class_targets_apply(state: State) -> bool:
     the targets' (:class:`OfflineParams`); with or without a queue, as the node patterns."""
     o = state.offline
     if (state.time_limit is None or state.inst.objective == "makespan" or not state.gap_open()
-            or o.class_targets_share <= 0 or len(state.inst.jobs) > o.class_targets_max_jobs
-            or class_search_applies(state)):
+            or o.class_targets_share <= 0 or len(state.inst.jobs) > o.class_targets_max_jobs):
         return False
-    return sum(map(len, class_search.pooled_model(state.inst, class_options(state.inst)).options)) \
-        <= o.class_targets_max_options
+    options = pooled_option_count(state.inst)
+    return options <= o.class_targets_max_options and not class_search_applies(state, options)
 
 
 def class_targets_phase(state: State, share: float | None) -> None:
@@ -342,9 +350,7 @@ def class_targets_phase(state: State, share: float | None) -> None:
     bound and the incumbent, within ``share`` of the limit (at most ``class_targets_max_left`` of the time left);
     an extra bound, and the class model's schedule, decoded onto real GPUs, an incumbent where an attempt solved
     it."""
-    left = state.remaining()
-    if left is not None and state.time_limit is not None and share is not None:
-        left = min(left * state.offline.class_targets_max_left, share * state.time_limit)
+    left = state.phase_time(share, of_left=state.offline.class_targets_max_left)
     if left is not None and math.isfinite(state.bound):
         r = class_search.class_bound_by_targets(state.inst, state.bound, state.incumbent.objective, left)
         if r is not None:

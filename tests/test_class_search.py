@@ -166,6 +166,45 @@ def test_a_stopped_class_search_bounds_the_optimum_by_its_open_nodes(monkeypatch
     assert lb <= brute.solve(inst).objective * (1 + RTOL)
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), jobs=st.integers(3, 6), nodes=st.sampled_from([1, 2, 3]),
+       picks=st.lists(st.integers(0, 10_000), min_size=0, max_size=4))
+def test_each_child_starts_once_its_job_has_arrived_and_each_pool_has_its_gpus_free(seed, jobs, nodes, picks):
+    """The search's children (computed as arrays) against the rule itself: a child starts at the latest of its
+    job's arrival, the node's last start and, on each pool it needs k GPUs of, the k-th earliest free time
+    there; every job left has its choices, each once. Checked some placements down, and again after the last
+    one is undone."""
+    inst = queue(seed, jobs, gpus=2 * nodes, nodes=nodes)
+    model = class_search.pooled_model(inst, class_options(inst))
+    assume(model.applies())
+    search = class_search.ClassSearch(inst, model)
+    path = [(0.0, 0.0, None)]          # (last start, value so far, the placement that led there)
+    for k in picks[:jobs - 1]:
+        t, val, _ = path[-1]
+        cand = search._expand(t, val, math.inf)
+        c, s, j, ch = cand[k % len(cand)]
+        path.append((s, val + search.w[j] * c, search._apply(j, s, c, ch)))
+    children_follow_the_rule(inst, search, path[-1][0])
+    if len(path) > 1:
+        search._undo(path[-1][2])
+        children_follow_the_rule(inst, search, path[-2][0])
+
+
+def children_follow_the_rule(inst, search, t):
+    kids = search._evaluate(t)
+    seen, least = set(), {}
+    for r, j, s, c in zip(kids.left.rows.tolist(), kids.left.job.tolist(), kids.start.tolist(),
+                          kids.completion.tolist()):
+        ch = search._rows.choice[r]
+        pools = [sorted(search.free[search.lo[v]:search.lo[v + 1]])[k - 1] for v, k in ch.counts]
+        assert s == max([inst.jobs[j].arrival, t] + pools)
+        assert c == s + ch.dur
+        seen.add((j, r))
+        least[j] = min(least.get(j, math.inf), c)
+    assert seen == {(j, r) for j in search.left for r in search._rows.of_job[j]}
+    assert kids.first.tolist() == [least[j] for j in sorted(search.left)]
+
+
 def targets_bound(inst, lower, incumbent, time_limit=30.0):
     r = class_search.class_bound_by_targets(inst, lower, incumbent, time_limit)
     return None if r is None else r.bound

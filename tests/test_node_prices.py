@@ -7,6 +7,7 @@ code with either (every job permutation × every raw GPU subset).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 
@@ -116,3 +117,46 @@ def test_an_unfinished_search_reports_the_multipliers_bound():
     assert bound >= m.value / m.norm * (1 - 1e-6)
     assert bound > runs["plain"].result().lower_bound * 1.02
     assert bound <= offline_bnb.solve(inst).objective * (1 + RTOL)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), jobs=st.integers(3, 6), noise=st.sampled_from([0.0, 1.0, 10.0]),
+       picks=st.lists(st.integers(0, 10_000), min_size=0, max_size=3))
+def test_the_node_bound_sums_the_module_docstrings_terms(seed, jobs, noise, picks):
+    """The node bound (summed as arrays over a node's children) against its terms summed one by one: the placed
+    jobs' value and occupancy from the slot of t on, less the capacities' prices there, plus per job left the least
+    over its children of the priced completion or a later slot's best; lowered by 1e-9 of the magnitudes, never
+    more. And the children themselves: each starts at the latest of its job's arrival, t and its GPUs' free times
+    (no CPU/memory binds here)."""
+    inst = queue(seed, jobs)
+    rng = np.random.default_rng(seed)
+    search, _ = priced_search(inst, lambda lam: lam + noise * float(lam.mean() + 1e-3) * rng.random(lam.shape))
+    t, val = 0.0, 0.0
+    for k in picks[:jobs - 1]:          # a node some placements down
+        cand = search._expand(t, val, math.inf)
+        c, s, j, ch = cand[k % len(cand)]
+        search._apply(j, s, c, ch)
+        t, val = s, val + search.w[j] * c
+    kids = search._evaluate(t)
+    p = search.prices
+    ut = max(0, bisect.bisect_right(p.tau, t) - 1)
+    total = val * p.norm - p.cap_after[ut]
+    scale = abs(val * p.norm) + p.cap_after[ut]     # the magnitudes summed, which the bound is lowered by 1e-9 of
+    for key, u, e in search._occupied:
+        if e > ut:
+            total += p.prefix[key][e] - p.prefix[key][max(u, ut)]
+            scale += p.prefix[key][e] - p.prefix[key][max(u, ut)]
+    least: dict[int, float] = {}
+    for r, s, c in zip(kids.left.rows.tolist(), kids.start.tolist(), kids.completion.tolist()):
+        ch = search._rows.choice[r]
+        j = ch.option.job
+        assert s == max([inst.jobs[j].arrival, t] + [search.free[g] for g in ch.gpus])
+        u = bisect.bisect_right(p.tau, s) - 1
+        priced = min(p.weight[ch.index] * c + p.occ[ch.index, u], p.best[ch.index, u + 1])
+        least[j] = min(least.get(j, math.inf), priced)
+    assert sorted(least) == sorted(search.left)
+    total += sum(least.values())
+    scale += sum(least.values())
+    node = p.bound(t, val, search._occupied, kids.left.index, kids.completion, kids.start, kids.left.groups)
+    assert math.isclose(node, (total - 1e-9 * scale) / p.norm, rel_tol=1e-12, abs_tol=1e-9 * scale / p.norm)
+    assert node <= total / p.norm

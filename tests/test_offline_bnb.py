@@ -19,6 +19,7 @@ from formulations.budget import Budget
 from formulations.offline import bnb as offline_bnb
 from formulations.offline import cpsat as offline_cpsat
 from formulations.offline.concrete import concrete_options
+from formulations.offline.search_nodes import Front
 from formulations.schedules import objective_weights
 from jctlab.generators import offline_instance
 from jctlab.model import Instance
@@ -182,7 +183,7 @@ def _root_bound(inst) -> float:
     """The search's bound at its root, in objective units (what the search prunes against)."""
     s = offline_bnb.Search(inst, concrete_options(inst)[0])
     w = objective_weights(inst)
-    return s._bound(s._children(0.0)[1], 0.0) - sum(wj * j.arrival for wj, j in zip(w, inst.jobs))
+    return s._bound(s._evaluate(0.0).first_of(), 0.0) - sum(wj * j.arrival for wj, j in zip(w, inst.jobs))
 
 
 def test_mean_busy_time_bound_is_tight_on_identical_jobs():
@@ -225,7 +226,7 @@ def test_the_front_keeps_exactly_the_undominated_schedules(rows):
     """The dominance front against a plain list: a schedule is refused when a kept one is no larger in every field,
     else kept and every kept one no smaller in every field dropped; the growth and compaction paths are both
     taken."""
-    front, kept = offline_bnb.Front(3), []
+    front, kept = Front(3), []
     for r in rows:
         x = [float(v) for v in r]
         dominated = any(all(a <= b for a, b in zip(k, x)) for k in kept)

@@ -129,26 +129,10 @@ class ClassSearch(Search):
                 flat += 1
             choices.append(sorted(cl, key=lambda c: c.dur))
         n = self.lo[-1]
+        # a choice's GPUs are free when the k-th earliest-free GPU of each pool it needs is (pools kept sorted)
+        places = [[tuple(self.lo[v] + k - 1 for v, k in c.counts) for c in cl] for cl in choices]
         self._setup(inst, choices, n, [], [], [[1.0] * n], [[min(c.dur * c.size for c in cl) for cl in choices]],
-                    prices)
-
-    def _children(self, t: float) -> tuple[list[tuple[float, float, int, ClassChoice]], dict[int, float]]:
-        out, first = [], {}
-        free, lo = self.free, self.lo
-        for j in self.left:
-            base = max(self.arrival[j], t)
-            least = math.inf
-            for c in self.choices[j]:
-                s = base    # when the k-th earliest-free GPU of each node it needs is free
-                for v, k in c.counts:
-                    x = free[lo[v] + k - 1]
-                    if x > s:
-                        s = x
-                out.append((s + c.dur, s, j, c))
-                if s + c.dur < least:
-                    least = s + c.dur
-            first[j] = least
-        return out, first
+                    prices, places)
 
     def _apply(self, j: int, s: float, c: float, ch: ClassChoice) -> tuple:
         free, lo = self.free, self.lo

@@ -9,7 +9,7 @@ price a node in microseconds: per job a table lookup per allocation.
 
 The node bound. A node fixes the placed jobs (their allocations and starts) and the last start t; every
 completion of it starts each job j left on allocation o no earlier than s_{j,o} (its arrival, t, its GPUs' and
-CPUs'/memory's free times: the search's child start, :meth:`.bnb.Search._children`). Take the node's problem
+CPUs'/memory's free times: the search's child start, :meth:`.bnb.Search._evaluate`). Take the node's problem
 (that completion over the time-indexed rows of :mod:`.lagrangian_bound`) and relax its rows with the multipliers
 λ'_q = λ_q for slots q ≥ u_t (the slot of t) and 0 before: any λ' ≥ 0 gives a bound on it (weak duality), so
 
@@ -24,15 +24,14 @@ completion is in some slot counted, so the minimum is a lower bound; slots befor
 neither capacity nor occupancy there counts (where t has passed, capacity left unused would only lower it).
 
 Tests: ``tests/test_node_prices.py`` (Hypothesis: with any multipliers ≥ 0, the search with prices returns the
-brute-force optimum; the node bound at the root is at least the multipliers' value).
+brute-force optimum; the node bound at the root is at least the multipliers' value; on any node, the bound equals
+its terms above summed one by one).
 """
 
 from __future__ import annotations
 
 import bisect
 import math
-from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
@@ -41,27 +40,6 @@ from jctlab.model import Instance
 from . import lagrangian_bound
 from .lagrangian_bound import LagrangianParams, Multipliers
 from .options import Option
-
-
-class Indexed(Protocol):
-    """An option as the search holds it: its place in the flat enumeration (jobs in order, each job's options in
-    the order the multipliers priced them)."""
-
-    @property
-    def index(self) -> int: ...
-
-
-@dataclass(frozen=True)
-class PricedOption:
-    """One (job, allocation) as the node bound reads it, indexed by start slot: ``occ[u]`` what the slots a start
-    in u occupies cost, ``best[u]`` the least cost + occupancy over starts in slot u or later (a completion, in
-    Σ w_j C_j units, so the job's arrival is added), ``ends[u]`` the slot after a start in u's occupancy."""
-
-    key: int
-    weight: float
-    occ: list[float]
-    best: list[float]
-    ends: list[int]
 
 
 class NodePrices:
@@ -82,17 +60,23 @@ class NodePrices:
         after = np.zeros(T + 1)
         after[:T] = np.cumsum(m.cap_prices[::-1])[::-1]
         self.cap_after = after.tolist()            # Σ_r cap_r λ_{r,q} over slots q from u on
-        self.options: list[PricedOption] = []
-        for c in rel.choices:
-            occ = np.zeros(T + 2)
-            full = np.full(T + 2, math.inf)
-            ends = np.full(T + 2, T, dtype=int)
+        # per (job, allocation) of the flat enumeration, indexed by start slot u: ``occ`` what the slots a start in
+        # u occupies cost, ``best`` the least cost + occupancy over starts in slot u or later (a completion, in
+        # Σ w_j C_j units, so the job's arrival is added), ``ends`` the slot after a start in u's occupancy
+        n = len(rel.choices)
+        self.occ = np.zeros((n, T + 2))
+        full = np.full((n, T + 2), math.inf)
+        ends = np.full((n, T + 2), T, dtype=int)
+        for r, c in enumerate(rel.choices):
             p = prefix[c.key]
-            occ[c.starts] = p[c.ends] - p[c.starts]
-            full[c.starts] = c.cost + occ[c.starts] + rel.w[c.job] * arrivals[c.job]
-            ends[c.starts] = c.ends
-            best = np.minimum.accumulate(full[::-1])[::-1]
-            self.options.append(PricedOption(c.key, float(rel.w[c.job]), occ.tolist(), best.tolist(), ends.tolist()))
+            self.occ[r, c.starts] = p[c.ends] - p[c.starts]
+            full[r, c.starts] = c.cost + self.occ[r, c.starts] + rel.w[c.job] * arrivals[c.job]
+            ends[r, c.starts] = c.ends
+        self.best = np.minimum.accumulate(full[:, ::-1], axis=1)[:, ::-1]
+        self.ends = ends.tolist()
+        self.key = [c.key for c in rel.choices]
+        self.weight = np.array([rel.w[c.job] for c in rel.choices], dtype=float)
+        self.tau_array = rel.tau
 
     @classmethod
     def at_root(cls, inst: Instance, options: tuple[list[list[Option]], set], target: float | None,
@@ -110,16 +94,11 @@ class NodePrices:
     def place(self, index: int, start: float) -> tuple[int, int, int]:
         """What a job placed on option ``index`` at ``start`` occupies: (its key, first slot, slot after)."""
         u = self.slot(start)
-        o = self.options[index]
-        return o.key, u, o.ends[u]
+        return self.key[index], u, self.ends[index][u]
 
-    def bound(self, t: float, val: float, placed: list[tuple[int, int, int]],
-              children: list[tuple[float, float, int, Indexed]], enough: float = math.inf) -> float:
-        """The node bound, in the search's units: ``val`` the placed jobs' Σ w_j C_j (normalised), ``placed`` what
-        they occupy (:meth:`place`), ``children`` every (completion, start, job, option) of the jobs left, each
-        job's consecutive (every allocation of each; ``option.index`` its place in the flat enumeration the
-        multipliers priced). Every term after the capacities' is ≥ 0, so the sum stops once it reaches
-        ``enough`` (what prunes). Lowered by 1e-9 of the magnitudes summed, for rounding."""
+    def _placed(self, t: float, val: float, placed: list[tuple[int, int, int]]) -> tuple[float, float]:
+        """The node bound's terms before the jobs left's (the placed jobs' value and occupancy from the slot of
+        ``t`` on, less the capacities' prices there), and the sum of their magnitudes (for the rounding)."""
         ut = self.slot(t)
         total = val * self.norm - self.cap_after[ut]
         scale = abs(val * self.norm) + self.cap_after[ut]
@@ -130,24 +109,19 @@ class NodePrices:
                 x = p[e] - p[u if u > ut else ut]
                 total += x
                 scale += x
-        goal = enough * self.norm
-        options, tau = self.options, self.tau
-        job, least = -1, math.inf
-        for c, s, j, ch in children:
-            if j != job:
-                total += least if job >= 0 else 0.0
-                scale += least if job >= 0 else 0.0
-                if total - 1e-9 * scale >= goal:
-                    return (total - 1e-9 * scale) / self.norm
-                job, least = j, math.inf
-            o = options[ch.index]
-            u = bisect.bisect_right(tau, s) - 1
-            v = o.weight * c + o.occ[u]
-            if o.best[u + 1] < v:
-                v = o.best[u + 1]
-            if v < least:
-                least = v
-        if job >= 0:
-            total += least
-            scale += least
+        return total, scale
+
+    def bound(self, t: float, val: float, placed: list[tuple[int, int, int]], index: np.ndarray,
+              completion: np.ndarray, start: np.ndarray, groups: np.ndarray) -> float:
+        """The node bound, in the search's units: ``val`` the placed jobs' Σ w_j C_j (normalised), ``placed`` what
+        they occupy (:meth:`place`), and every child of the jobs left as arrays, each job's consecutive (``groups``
+        where each job's begin): its option's ``index`` in the flat enumeration the multipliers priced, its
+        ``completion`` and ``start`` (:meth:`.bnb.Search._evaluate`). Lowered by 1e-9 of the magnitudes summed, for
+        rounding."""
+        total, scale = self._placed(t, val, placed)
+        u = np.searchsorted(self.tau_array, start, side="right") - 1
+        v = np.minimum(self.weight[index] * completion + self.occ[index, u], self.best[index, u + 1])
+        least = float(np.minimum.reduceat(v, groups).sum()) if len(v) else 0.0
+        total += least
+        scale += least
         return (total - 1e-9 * scale) / self.norm

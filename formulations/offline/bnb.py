@@ -102,7 +102,9 @@ SOLVER = "bnb"
 VERSION = "1"
 MAX_JOBS = 24          # beyond this the search is hopeless: not applicable
 CHECK_EVERY = 256      # nodes between deadline checks
-LEFT_CACHE = 1 << 16   # sets of jobs left whose rows the search keeps (a few kB each)
+#: rows of the jobs left the search keeps, over every set of jobs placed it has seen (about 60 bytes each with
+#: their fields; a set's rows are rebuilt in tens of microseconds)
+LEFT_CACHE_ROWS = 1 << 19
 
 
 @dataclass(frozen=True)
@@ -301,6 +303,7 @@ class Search:
         self._rows = Rows.of(choices, places, self.arrival, n_gpus)
         self._placed = 0                  # the jobs placed, as a bit mask
         self._lefts: dict[int, Left] = {}   # the rows of the jobs left, by the jobs placed
+        self._left_rows = 0                 # how many rows they hold
 
     def resume(self, dl: Budget) -> bool:
         """Search (from where it stopped) until done (True) or ``dl`` expires (False)."""
@@ -472,9 +475,12 @@ class Search:
         (docs/history/oracle-offline-queues.md, "Nodes as arrays")."""
         left = self._lefts.get(self._placed)
         if left is None:
-            if len(self._lefts) >= LEFT_CACHE:
+            left = self._rows.left(sorted(self.left))
+            if self._left_rows + len(left.rows) > LEFT_CACHE_ROWS:
                 self._lefts.clear()
-            left = self._lefts[self._placed] = self._rows.left(sorted(self.left))
+                self._left_rows = 0
+            self._lefts[self._placed] = left
+            self._left_rows += len(left.rows)
         free = np.array(self.free + [-math.inf])
         start = free[left.places].max(axis=1)
         np.maximum(start, left.arrival, out=start)

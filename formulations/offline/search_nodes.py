@@ -87,7 +87,7 @@ class Front:
     """Partial schedules with the same jobs placed (and the same jobs holding CPUs/memory), each a column
     (last start, objective so far, each GPU's free time clipped to the last start); none dominates
     another. One no smaller in any field than a kept one is dominated: every completion of it is
-    available to the kept one, no later (the exactness argument of the module docstring). Column-major:
+    available to the kept one, no later (the exactness argument of :mod:`.bnb`). Column-major:
     fronts of a hundred schedules or more are common, and the comparisons then run along the long axis."""
 
     def __init__(self, width: int) -> None:

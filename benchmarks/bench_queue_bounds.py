@@ -11,9 +11,12 @@ import pytest
 
 import oracle
 from evaluation.generators import small_queue_instance
+from formulations.budget import Budget
+from formulations.offline import class_search
 from formulations.offline import cpsat as offline_cpsat
 from formulations.offline import lagrangian_bound, preemptive_bound
 from formulations.offline import milp as offline_milp
+from formulations.offline.bnb import BnbParams, arrival_offset
 from formulations.offline.classes import class_options, trivial_bound
 from formulations.offline.cpsat import CpsatParams
 from formulations.offline.cpsat_model import CpsatRun, solve_option_model
@@ -123,15 +126,40 @@ def test_auto_on_the_10s_queue_rows(benchmark, row):
     --methods auto --interarrival 300``, one row: `auto`, 10 s, one thread, evaluation seeds 10 000-10 003; the mean
     certified gap (objective − bound) / bound of the row at most 3 % (docs/oracle-offline.md). The row
     ``8x12-identical`` (not the issue's: two nodes of four V100s) is the class search's pools of several nodes."""
-    g, j = TEN_S_ROWS[row]
-    types = ROW_TYPES.get(row, ("v100", "p100", "k80"))
-    insts = [offline_instance(gpus=g, nodes=max(1, g // (4 if g >= 8 else 2)), jobs=j, types=types,
-                              interarrival_s=300, duration_h=(0.1, 2), max_size=min(8, g), variability=0.05,
-                              locality_penalty=1.2, seed=s)
-             for s in range(10_000, 10_004)]
-    gaps, proven = _auto_on(benchmark, insts, 10, 1)
+    gaps, proven = _auto_on(benchmark, [_row(row, s) for s in range(10_000, 10_004)], 10, 1)
     print(f"\n{row}: mean certified gap {sum(gaps) / len(gaps):.2%}, {proven} of {len(gaps)} proven")
     assert sum(gaps) / len(gaps) <= 0.03
+
+
+def _row(row: str, seed: int):
+    """One instance of a 10-s queue row."""
+    g, j = TEN_S_ROWS[row]
+    return offline_instance(gpus=g, nodes=max(1, g // (4 if g >= 8 else 2)), jobs=j,
+                            types=ROW_TYPES.get(row, ("v100", "p100", "k80")), interarrival_s=300,
+                            duration_h=(0.1, 2), max_size=min(8, g), variability=0.05, locality_penalty=1.2, seed=seed)
+
+
+#: 16 × 16 development seeds and a target below each one's best schedule known (docs/history/oracle-offline-queues.md,
+#: "Nodes as arrays"): what one attempt of the class search's destructive bounding searches
+CLASS_TARGETS = {9_000: 4_480.0, 9_001: 4_000.0, 9_002: 3_990.0, 9_003: 3_850.0}
+
+
+@pytest.mark.parametrize("seed", CLASS_TARGETS)
+def test_class_search_at_a_target_on_16x16(benchmark, seed):
+    """One attempt of ``class_search.class_bound_by_targets``: the pooled class search pruned at a target, to its
+    end (node prices without a time limit, so the same nodes every run). Its time is the speed of the searches'
+    node evaluation (2026-11-30, seeds 9 000-9 003: 0.14 / 0.10 / 1.36 / 1.72 s; 0.31 / 0.11 / 2.27 / 3.49 s with
+    the loop over the children before, 7fc41a2; the same nodes: 5 760 / 3 362 / 41 407 / 55 009)."""
+    inst, target = _row("16x16", seed), CLASS_TARGETS[seed]
+    setup = class_search._prepared(inst, greedy(inst, "bench").objective, None, BnbParams())
+    offset = arrival_offset(inst)
+    search = class_search.ClassSearch(inst, setup.model, setup.prices)
+    search.value = target + offset
+    assert _once(benchmark, lambda: search.resume(Budget(None)))
+    benchmark.extra_info.update(nodes=search.nodes)
+    print(f"\n16x16 seed={seed}: target {target:.0f}, {search.nodes} nodes, "
+          f"{'a class schedule below it' if search.best is not None else 'no class schedule below it'}")
+    assert search.best is None or search.value - offset < target
 
 
 def test_auto_proves_the_small_queues_at_60s(benchmark):

@@ -178,20 +178,22 @@ def test_each_child_starts_once_its_job_has_arrived_and_each_pool_has_its_gpus_f
     model = class_search.pooled_model(inst, class_options(inst))
     assume(model.applies())
     search = class_search.ClassSearch(inst, model)
-    path = [(0.0, 0.0, None)]          # (last start, value so far, the placement that led there)
+    path = [(0.0, 0.0, 0, None)]       # (last start, value so far, jobs placed, the placement that led there)
     for k in picks[:jobs - 1]:
-        t, val, _ = path[-1]
-        cand = search._expand(t, val, math.inf)
+        t, val, placed, _ = path[-1]
+        cand = search._expand(t, val, math.inf, placed)
         c, s, j, ch = cand[k % len(cand)]
-        path.append((s, val + search.w[j] * c, search._apply(j, s, c, ch)))
-    children_follow_the_rule(inst, search, path[-1][0])
-    if len(path) > 1:
-        search._undo(path[-1][2])
-        children_follow_the_rule(inst, search, path[-2][0])
+        path.append((s, val + search.w[j] * c, placed | (1 << j), search._apply(j, s, c, ch)))
+    t, _, placed, undo = path[-1]
+    children_follow_the_rule(inst, search, t, placed)
+    if undo is not None:
+        search._undo(undo)
+        t, _, placed, _ = path[-2]
+        children_follow_the_rule(inst, search, t, placed)
 
 
-def children_follow_the_rule(inst, search, t):
-    kids = search._evaluate(t)
+def children_follow_the_rule(inst, search, t, placed):
+    kids = search._evaluate(t, placed)
     seen, least = set(), {}
     for r, j, s, c in zip(kids.left.rows.tolist(), kids.left.job.tolist(), kids.start.tolist(),
                           kids.completion.tolist()):

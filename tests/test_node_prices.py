@@ -131,13 +131,13 @@ def test_the_node_bound_sums_the_module_docstrings_terms(seed, jobs, noise, pick
     inst = queue(seed, jobs)
     rng = np.random.default_rng(seed)
     search, _ = priced_search(inst, lambda lam: lam + noise * float(lam.mean() + 1e-3) * rng.random(lam.shape))
-    t, val = 0.0, 0.0
+    t, val, placed = 0.0, 0.0, 0
     for k in picks[:jobs - 1]:          # a node some placements down
-        cand = search._expand(t, val, math.inf)
+        cand = search._expand(t, val, math.inf, placed)
         c, s, j, ch = cand[k % len(cand)]
         search._apply(j, s, c, ch)
-        t, val = s, val + search.w[j] * c
-    kids = search._evaluate(t)
+        t, val, placed = s, val + search.w[j] * c, placed | (1 << j)
+    kids = search._evaluate(t, placed)
     p = search.prices
     ut = max(0, bisect.bisect_right(p.tau, t) - 1)
     total = val * p.norm - p.cap_after[ut]

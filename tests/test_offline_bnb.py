@@ -183,7 +183,7 @@ def _root_bound(inst) -> float:
     """The search's bound at its root, in objective units (what the search prunes against)."""
     s = offline_bnb.Search(inst, concrete_options(inst)[0])
     w = objective_weights(inst)
-    return s._bound(s._evaluate(0.0).first_of(), 0.0) - sum(wj * j.arrival for wj, j in zip(w, inst.jobs))
+    return s._bound(s._evaluate(0.0, 0).first_of(), 0.0) - sum(wj * j.arrival for wj, j in zip(w, inst.jobs))
 
 
 def test_mean_busy_time_bound_is_tight_on_identical_jobs():

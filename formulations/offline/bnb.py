@@ -301,7 +301,6 @@ class Search:
         self.prices = prices
         self._occupied: list[tuple[int, int, int]] = []   # what the placed jobs occupy, for the prices
         self._rows = Rows.of(choices, places, self.arrival, n_gpus)
-        self._placed = 0                  # the jobs placed, as a bit mask
         self._lefts: dict[int, Left] = {}   # the rows of the jobs left, by the jobs placed
         self._left_rows = 0                 # how many rows they hold
 
@@ -309,7 +308,7 @@ class Search:
         """Search (from where it stopped) until done (True) or ``dl`` expires (False)."""
         if self._stack is None:   # the root
             self._stack = []
-            self.root_bound = self._child_bound(0.0, 0.0, math.inf)
+            self.root_bound = self._child_bound(0.0, 0.0, math.inf, 0)
             self._push(0.0, 0.0, 0)
         stack = self._stack
         check = self.nodes     # the clock is read every CHECK_EVERY nodes (a frame may push many before the next check)
@@ -360,7 +359,7 @@ class Search:
                 if nv >= least:
                     continue
                 undo = self._apply(j, s, c, ch)
-                child = (nv + self._child_bound(s, nv, least)) if self.left else nv    # a leaf: its value
+                child = (nv + self._child_bound(s, nv, least, fr.mask | (1 << j))) if self.left else nv    # a leaf
                 least = min(least, child)
                 self._undo(undo)
         for fr in reversed(redo):        # and back, bottom up
@@ -368,11 +367,11 @@ class Search:
             fr.undo = self._apply(j, s, c, ch)
         return min(self.value, max(least, self.root_bound))
 
-    def _child_bound(self, t: float, val: float, enough: float) -> float:
+    def _child_bound(self, t: float, val: float, enough: float, placed: int) -> float:
         """A bound on the rest of a node (jobs left) whose value so far is ``val``: the larger of the node prices'
         and :meth:`_bound`, the second not computed where the first reaches ``enough`` − ``val`` (what prunes, or
         does not lower :meth:`open_bound`'s least)."""
-        return self._rest(t, val, enough, self._evaluate(t))
+        return self._rest(t, val, enough, self._evaluate(t, placed))
 
     def _rest(self, t: float, val: float, enough: float, kids: Children) -> float:
         """:meth:`_child_bound` of the node's ``kids``."""
@@ -413,14 +412,12 @@ class Search:
     def _mark(self, j: int, s: float, ch: Any) -> None:
         """What a placement changes besides the GPUs: the jobs left, the choices, what the prices see occupied."""
         self.left.remove(j)
-        self._placed |= 1 << j
         self._chosen[j] = (s, ch.option)
         if self.prices is not None:
             self._occupied.append(self.prices.place(ch.index, s))
 
     def _unmark(self, j: int) -> None:
         self.left.add(j)
-        self._placed &= ~(1 << j)
         if self.prices is not None:
             self._occupied.pop()   # placements are undone last first
 
@@ -438,16 +435,16 @@ class Search:
             front = self._seen[key] = Front(len(self.free) + 2)
         if not front.add([t, val] + [max(x, t) for x in self.free]):
             return False
-        cand = self._expand(t, val, self.value * (1 - 1e-12))     # a bound at or above this prunes
+        cand = self._expand(t, val, self.value * (1 - 1e-12), mask)     # a bound at or above this prunes
         if cand is None:
             return False
         self._stack.append(Frame(t, val, mask, cand))
         return True
 
-    def _expand(self, t: float, val: float, enough: float) -> list | None:
+    def _expand(self, t: float, val: float, enough: float, placed: int) -> list | None:
         """A node's children (completion, start, job, choice) in the order tried, those the earliest-completion rule
         keeps; None where the node prices or :meth:`_bound` reach ``enough`` (the node is pruned)."""
-        kids = self._evaluate(t)
+        kids = self._evaluate(t, placed)
         if self._rest(t, val, enough, kids) >= enough - val:
             return None
         keep = np.flatnonzero(kids.start < kids.first.min())
@@ -467,19 +464,20 @@ class Search:
                 return s
             s = min(e for e, _ in self.running if e > s)
 
-    def _evaluate(self, t: float) -> Children:
-        """Every child of the node at ``t`` (the jobs left, each choice) as arrays: its start is the earliest time
+    def _evaluate(self, t: float, placed: int) -> Children:
+        """Every child of the node at ``t`` whose placed jobs are the bit mask ``placed`` (a frame's ``mask``, the key
+        of the jobs-left rows kept) as arrays, one per choice of each job left: its start is the earliest time
         from its job's arrival and ``t`` at which its GPUs are free (the latest free time of its places) and, for
         a choice that holds CPUs/memory beside running jobs, they fit. Arrays, not a loop over the children: on
         16-job queues a node has a hundred or more, and the class search runs 1.5-2 times faster so
         (docs/history/oracle-offline-queues.md, "Nodes as arrays")."""
-        left = self._lefts.get(self._placed)
+        left = self._lefts.get(placed)
         if left is None:
             left = self._rows.left(sorted(self.left))
             if self._left_rows + len(left.rows) > LEFT_CACHE_ROWS:
                 self._lefts.clear()
                 self._left_rows = 0
-            self._lefts[self._placed] = left
+            self._lefts[placed] = left
             self._left_rows += len(left.rows)
         free = np.array(self.free + [-math.inf])
         start = free[left.places].max(axis=1)

@@ -76,7 +76,7 @@ class NodePrices:
         self.ends = ends.tolist()
         self.key = [c.key for c in rel.choices]
         self.weight = np.array([rel.w[c.job] for c in rel.choices], dtype=float)
-        self.tau_array = rel.tau
+        self.tau_array = rel.tau        # ``tau`` as an array: :meth:`bound` looks up many times at once, ``slot`` one
 
     @classmethod
     def at_root(cls, inst: Instance, options: tuple[list[list[Option]], set], target: float | None,

@@ -12,9 +12,8 @@ import pytest
 import oracle
 from evaluation.generators import small_queue_instance
 from formulations.budget import Budget
-from formulations.offline import class_search
+from formulations.offline import class_search, lagrangian_bound, preemptive_bound
 from formulations.offline import cpsat as offline_cpsat
-from formulations.offline import lagrangian_bound, preemptive_bound
 from formulations.offline import milp as offline_milp
 from formulations.offline.bnb import BnbParams, arrival_offset
 from formulations.offline.classes import class_options, trivial_bound

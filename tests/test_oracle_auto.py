@@ -75,7 +75,7 @@ def test_local_search_takes_the_core_workers_time_when_the_class_model_has_no_so
     assert r.lower_bound <= opt * (1 + 1e-9)
     phases = [ph["phase"] for ph in r.params["phases"]]
     assert phases == ["local-search", "relaxed", "lagrangian", "node-patterns", "class-search", "time-indexed-lp",
-                      "local-search", "node-decode"], phases
+                      "local-search", "node-decode", "free-gpus"], phases
     assert calls == [None]              # one CP-SAT model: the class model, default workers
 
 

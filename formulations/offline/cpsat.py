@@ -35,8 +35,8 @@ from . import cpsat_phases as ph
 from . import cpsat_rounds as rounds
 from .cpsat_phases import CpsatParams, CpsatState
 from .pipeline import (Phase, Shared, check_offline, class_search_applies, class_search_phase, class_targets_apply,
-                       class_targets_phase, finish, lagrangian_applies, lagrangian_phase, node_patterns_apply,
-                       node_patterns_phase, run_phases, start, stop_without_time)
+                       class_targets_phase, finish, free_gpus_phase, lagrangian_applies, lagrangian_phase,
+                       node_patterns_apply, node_patterns_phase, run_phases, start, stop_without_time)
 
 SOLVER = "cpsat"
 
@@ -80,6 +80,7 @@ def large_phases(p: CpsatParams) -> list[Phase[CpsatState]]:
         Phase("local-search", rounds.second_local_search, p.offline.ls_share, when=ph.second_search_applies),
         Phase("lns", rounds.large_neighbourhood_search, p.lns_share, when=ph.lns_applies),
         Phase("node-decode", rounds.decode_incumbent, p.node_decode_share),
+        Phase("free-gpus", free_gpus_phase, p.free_gpus_share, when=ph.free_gpus_climb_applies),
         Phase("node-exact", rounds.node_exact_model, None),
         Phase("rate-bands", rounds.rate_rounds, None, when=ph.rate_bands_apply),
         Phase("restricted-exact", rounds.restricted_exact_model, None, when=ph.restricted_exact_applies),

@@ -26,7 +26,7 @@ from .hints import hint_assignment, model_hint
 from .local_search import search_options
 from .node_exact import assignment_of, assignment_of_schedule, node_decode
 from .options import Option, binding_resources, capacities
-from .pipeline import (OfflineParams, State, class_resources, local_search, queued,
+from .pipeline import (OfflineParams, State, class_resources, free_gpus_applies, local_search, queued,
                        time_indexed_lb)
 
 
@@ -54,6 +54,9 @@ class CpsatParams:
     hybrid_add: int = 300             # ... adding at most this many options a round,
     hybrid_stop: float = 0.4          # ... none started after this share of the limit
     lns_share: float = 0.15           # large-neighbourhood search in the exact option model
+    #: of the limit, at most: on a queue, the climb in which jobs choose their GPUs (:func:`.pipeline.free_gpus_phase`)
+    #: before the node-exact model; 0: none
+    free_gpus_share: float = 0.3
     rate_rounds: int = 12             # rate-band models at most after a proven node-exact model, none after
     rate_patience: int = 3            # this many in a row that raised neither bound nor incumbent,
     rate_min_s: float = 0.5           # none with less time left (s)
@@ -181,6 +184,13 @@ def second_search_applies(s: CpsatState) -> bool:
 def lns_applies(s: CpsatState) -> bool:
     return (s.use_ls and s.mixed is not None and s.cpsat.lns_share > 0 and s.gap_open()
             and (s.remaining() is None or s.remaining() > 1) and s.latest is None)
+
+
+def free_gpus_climb_applies(s: CpsatState) -> bool:
+    """Where the local search runs, on a queue (the preemptive LP above ``queue`` × Σ(a_j + p_j)) whose allocations
+    are not all enumerated (:func:`.pipeline.free_gpus_applies`)."""
+    return (s.use_ls and s.cpsat.free_gpus_share > 0 and s.pre is not None and queued(s.inst, s.pre, s.offline.queue)
+            and free_gpus_applies(s))
 
 
 def rate_bands_apply(s: CpsatState) -> bool:

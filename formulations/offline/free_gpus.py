@@ -73,9 +73,9 @@ class FreeGpus:
         self.inst = inst
         cl = inst.cluster
         self.nodes = [[g.id for g in nd.gpus] for nd in cl.nodes]
-        # per job: its usable GPUs per node, and each GPU's slowdown for it (lower is faster)
+        # per job its usable GPUs per node; per job class each GPU's slowdown (lower is faster)
         self.usable = [[[g for g in gs if job.can_use(cl.gpu[g].type)] for gs in self.nodes] for job in inst.jobs]
-        self.factor = [{g.id: g.factor(job.job_class) for g in cl.gpus} for job in inst.jobs]
+        self.factor = {c: {g.id: g.factor(c) for g in cl.gpus} for c in {job.job_class for job in inst.jobs}}
         self.w = job_weights(inst)
 
     def run(self, order: Sequence[int], resume: tuple[Run, int] | None = None) -> Run | None:
@@ -106,7 +106,7 @@ class FreeGpus:
     def _place(self, j: int, free: dict[str, float], last: float) -> tuple[float, float, tuple[str, ...]] | None:
         """Job j's (start, end, GPUs) of earliest completion (module docstring)."""
         job, cl = self.inst.jobs[j], self.inst.cluster
-        usable, factor = self.usable[j], self.factor[j]
+        usable, factor = self.usable[j], self.factor[job.job_class]
         spread = [g for gs in usable for g in gs]
         several = sum(1 for gs in usable if gs) > 1     # else the cluster's pool is one node's
         best = None

@@ -8,6 +8,18 @@ from jctlab.model import Allocation, Claimed, Instance, Schedule, Segment
 from jctlab.replay import replay
 
 
+def start_order(inst: Instance, sched: Schedule) -> list[int] | None:
+    """The jobs by their first start in ``sched`` (ties by index): the priority order whose list schedule the
+    searches start from; None where ``sched`` does not start every job."""
+    start: dict[int, float] = {}
+    for sg in sched.segments:
+        j = inst.index[sg.job]
+        start[j] = min(start.get(j, sg.start), sg.start)
+    if len(start) != len(inst.jobs):
+        return None
+    return sorted(start, key=lambda j: (start[j], j))
+
+
 def objective_weights(inst: Instance) -> list[float]:
     """Per-job coefficient of a completion time in the objective, normalised (mean: 1/n; weighted: w_j/Σw).
     For ``makespan`` every weight is 1 and the objective is the maximum instead of the sum."""

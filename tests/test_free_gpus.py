@@ -17,6 +17,7 @@ from formulations.offline.list_scheduling import SGS
 from formulations.offline.local_search import search_options
 from formulations.offline.pipeline import OfflineParams, State, free_gpus_applies, free_gpus_phase, start
 from formulations.offline.pipeline import local_search as pipeline_local_search
+from formulations.schedules import start_order
 from jctlab.generators import offline_instance
 from jctlab.model import Instance
 from jctlab.replay import replay
@@ -115,7 +116,7 @@ def test_the_free_gpu_phase_climbs_from_the_incumbents_order():
                   version="", params={}, offline=OfflineParams(), t0=time.perf_counter())
     pipeline_local_search(state, search_options(inst, *concrete_options(inst), None), 0.05, 0)
     searched = state.incumbent
-    rule = free_gpus.incumbent(inst, free_gpus.start_order(inst, searched), "cpsat")
+    rule = free_gpus.incumbent(inst, start_order(inst, searched.schedule), "cpsat")
     assert rule.objective < searched.objective - 1e-6          # the case the phase is for
     assert free_gpus_applies(state) == (not state.complete)
     state.complete = False      # as on an instance too large to enumerate

@@ -190,16 +190,3 @@ def climb(inst: Instance, order: Sequence[int], until: float | None, method: str
             cur = cand
         slow = max(slow, time.perf_counter() - t_move)
     return Incumbent.of(inst, fg.schedule(cur, method))
-
-
-def start_order(inst: Instance, inc: Incumbent) -> list[int] | None:
-    """The incumbent's jobs by their first start (ties by index); None without a schedule of every job."""
-    if inc.schedule is None:
-        return None
-    start: dict[int, float] = {}
-    for sg in inc.schedule.segments:
-        j = inst.index[sg.job]
-        start[j] = min(start.get(j, sg.start), sg.start)
-    if len(start) != len(inst.jobs):
-        return None
-    return sorted(start, key=lambda j: (start[j], j))

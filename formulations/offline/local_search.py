@@ -23,6 +23,7 @@ from jctlab.speed import duration
 
 from ..budget import Budget
 from ..results import NO_INCUMBENT, Incumbent
+from ..schedules import start_order
 from .list_scheduling import SGS, SGSTrace
 from .memo import fresh_lists
 from .options import Option, capacities, demand_of, options_for_set, rho, undominated
@@ -319,9 +320,9 @@ def improve(inst: Instance, opts: list[list[Option]], best: Incumbent, budget: B
     n = len(inst.jobs)
     seeds: list = [sorted(range(n), key=lambda j: (inst.jobs[j].arrival, j))]
     if best.schedule is not None:
-        segs = {inst.index[sg.job]: sg for sg in best.schedule.segments}
-        if len(segs) == n:
-            order = sorted(range(n), key=lambda j: (segs[j].start, j))
+        order = start_order(inst, best.schedule)
+        if order is not None:
+            segs = {inst.index[sg.job]: sg for sg in best.schedule.segments}
             seeds.insert(0, (order, {j: sg.alloc for j, sg in segs.items()}))
             seeds.insert(1, order)
     seeds += extra or []

@@ -137,3 +137,15 @@ def test_the_climb_is_deterministic_without_a_time_limit_and_never_worse_than_it
     b = free_gpus.climb(inst, order, None, "test", rng_seed=3, params=params)
     assert a.schedule == b.schedule
     assert a.objective <= first.objective + 1e-9
+
+
+def test_the_climb_ends_at_a_local_optimum_without_waiting_for_its_limit():
+    """``stall`` × n moves without a gain end the climb, however many moves or seconds are left: a phase after it
+    (CP-SAT's node-exact model, which proves 16-job queues) keeps the time. With a billion moves allowed the call
+    returns (it would not without the rule), and the same as with the moves it needed."""
+    inst = QUEUE
+    order = sorted(range(len(inst.jobs)), key=lambda j: (inst.jobs[j].arrival, j))
+    ended = free_gpus.climb(inst, order, None, "test", params=free_gpus.FreeGpuParams(iters=10**9, stall=5))
+    again = free_gpus.climb(inst, order, None, "test", params=free_gpus.FreeGpuParams(iters=10**6, stall=5))
+    assert ended.schedule == again.schedule
+    assert ended.objective <= free_gpus.incumbent(inst, order, "test").objective + 1e-9

@@ -9,7 +9,8 @@ the start-order rule or (``gaps-``) the gap rule: compare their times within one
 ``search-10s`` runs the local search for 10 s from the greedy schedule and prints the objectives (mean JCT), on that
 queue and on ``long``: the same queue on one GPU type with jobs of 0.05-20 h, where list schedules start long jobs
 that arrive at idle GPUs at once; ``start-order`` searches with the start-order rule only
-(``start_order_share=1``), ``default`` with both rules.
+(``start_order_share=1``), ``default`` with both rules. ``free-gpus`` does the same for the list schedules whose jobs
+choose their GPUs at their turn (:mod:`formulations.offline.free_gpus`): 300 moves resumed, and its climb for 10 s.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import time
 
 import pytest
 
+from formulations.offline import free_gpus
 from formulations.offline.classes import node_complete_options
 from formulations.offline.concrete import concrete_options
 from formulations.offline.greedy import greedy
@@ -74,3 +76,28 @@ def test_local_search_value(benchmark, case, rules):
     benchmark.extra_info.update(greedy=first, local_search=out.objective)
     print(f"\nsearch-10s {case} {rules}: greedy {first:.1f} → local search {out.objective:.1f}")
     assert out.objective <= first + 1e-6
+
+
+def test_free_gpu_moves(benchmark):
+    inst, _, _, order, _ = _setup()
+    fg = free_gpus.FreeGpus(inst)
+    first = fg.run(order)
+    rnd = random.Random(0)
+    moves = []
+    while len(moves) < 300:
+        new = list(order)
+        if (p := free_gpus._move(new, rnd, free_gpus.FreeGpuParams().reach)) < len(new):
+            moves.append((new, p))
+    objs = benchmark.pedantic(lambda: [fg.run(new, resume=(first, p)).objective for new, p in moves],
+                              rounds=3, iterations=1)
+    print(f"\nfree-gpus: {len(moves)} moves resumed")
+    assert all(o > 0 for o in objs)
+
+
+def test_free_gpu_climb_value(benchmark):
+    inst, first, _, order, _ = _setup()
+    out = benchmark.pedantic(lambda: free_gpus.climb(inst, order, time.perf_counter() + 10.0, "bench", restart=True),
+                             rounds=1, iterations=1)
+    benchmark.extra_info.update(greedy=first, climb=out.objective)
+    print(f"\nfree-gpus climb-10s: greedy {first:.1f} → {out.objective:.1f}")
+    assert out.objective <= free_gpus.incumbent(inst, order, "bench").objective + 1e-6

@@ -57,6 +57,12 @@ def test_the_list_schedule_of_any_order_replays_with_the_times_it_computed(seed,
     p = order_seed % len(order)
     other = order[:p] + order[p:][::-1]
     assert fg.run(other, resume=(first, p)) == fg.run(other)
+    # a swap keeps the rest of the order: the resumed run may stop where its state meets the first run's, and is
+    # still the run from scratch
+    k = (p + 1 + order_seed // 7 % len(order)) % len(order)
+    swapped = list(order)
+    swapped[p], swapped[k] = swapped[k], swapped[p]
+    assert fg.run(swapped, resume=(first, min(p, k))) == fg.run(swapped)
 
 
 def _three_nodes_one_gpu_each_busy() -> Instance:
@@ -149,3 +155,21 @@ def test_the_climb_ends_at_a_local_optimum_without_waiting_for_its_limit():
     again = free_gpus.climb(inst, order, None, "test", params=free_gpus.FreeGpuParams(iters=10**6, stall=5))
     assert ended.schedule == again.schedule
     assert ended.objective <= free_gpus.incumbent(inst, order, "test").objective + 1e-9
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000))
+def test_restarts_never_end_the_climb_worse(seed):
+    """Law: with ``restart`` the climb is the same until its first local optimum and then goes on from kicks of the
+    best order, so without a limit (``iters`` moves) it ends at or below the climb that stops there; the same for
+    the same seed."""
+    inst = offline_instance(gpus=8 + seed % 5, nodes=2 + seed % 2, jobs=6 + seed % 6, max_size=8, elastic=0.3,
+                            interarrival_s=120, duration_h=(0.05, 2), seed=seed)
+    order = sorted(range(len(inst.jobs)), key=lambda j: (inst.jobs[j].arrival, j))
+    params = free_gpus.FreeGpuParams(iters=400, stall=3)
+    stops = free_gpus.climb(inst, order, None, "test", rng_seed=seed, params=params)
+    goes_on = free_gpus.climb(inst, order, None, "test", rng_seed=seed, params=params, restart=True)
+    assert goes_on.objective <= stops.objective + 1e-9
+    assert goes_on.schedule == free_gpus.climb(inst, order, None, "test", rng_seed=seed, params=params,
+                                               restart=True).schedule
+    assert replay(inst, goes_on.schedule).objective == pytest.approx(goes_on.objective, rel=1e-12)

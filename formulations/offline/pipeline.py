@@ -378,15 +378,18 @@ def free_gpus_applies(state: State) -> bool:
 
 
 def free_gpus_phase(state: State, share: float | None) -> None:
-    """The climb of :func:`.free_gpus.climb` from the incumbent's start order, ``share`` of the limit and at most half
-    the time left (the rest where None; it ends sooner at a local optimum), so that a model after it keeps its
-    time (CP-SAT's node-exact model, which proves 16-job queues): orders list-scheduled with each job on the GPUs that let it finish first, any of them for a job
-    that spreads (on PAL's workloads 2.5-8.5 % below `auto`'s 30-s schedules in 10 s)."""
+    """The climb of :func:`.free_gpus.climb` from the incumbent's start order: orders list-scheduled with each job on
+    the GPUs that let it finish first, any of them for a job that spreads (on PAL's workloads 2.5-8.5 % below
+    `auto`'s 30-s schedules in 10 s). With a ``share``: that share of the limit and at most half the time left,
+    ending sooner at a local optimum, so that a model after it keeps its time (CP-SAT's node-exact model, which
+    proves 16-job queues). Without one (the last phase): the rest of the limit, restarting from kicks of the best
+    order at each local optimum."""
     order = None if state.incumbent.schedule is None else start_order(state.inst, state.incumbent.schedule)
     if order is not None:
         left = state.phase_time(share, of_left=1.0 if share is None else 0.5)
         until = None if left is None else time.perf_counter() + left
-        state.offer(free_gpus.climb(state.inst, order, until, state.solver, state.seed, state.offline.free_gpus))
+        state.offer(free_gpus.climb(state.inst, order, until, state.solver, state.seed, state.offline.free_gpus,
+                                    restart=share is None))
     state.record("free-gpus")
 
 

@@ -97,8 +97,9 @@ class FreeGpus:
                 pools.append([index[g] for g in sorted((g for gs in nodes for g in gs), key=speed)])
             self.pools.append(pools)
         self.w = job_weights(inst)
-        # (job, GPU indices) -> (duration, sorted GPU ids), or None where the speed model refuses the GPUs
-        self._runs: dict[tuple[int, tuple[int, ...]], tuple[float, tuple[str, ...]] | None] = {}
+        # (job, GPU indices) -> (duration, sorted GPU ids), or None where the speed model refuses the GPUs: a climb
+        # prices the same picks again and again, and a hit here builds no Allocation (as jctlab.speed.BaseTimes would)
+        self._memo: dict[tuple[int, tuple[int, ...]], tuple[float, tuple[str, ...]] | None] = {}
 
     def run(self, order: Sequence[int], resume: tuple[Run, int] | None = None) -> Run | None:
         """The list schedule of ``order`` (every job once); ``resume=(run, p)``: from ``run``'s state before its
@@ -152,9 +153,9 @@ class FreeGpus:
                 if best is not None and s >= best[0][0]:
                     continue        # ends no sooner (a node's pool; the cluster's may still run faster)
                 picked = tuple([g for g in pools[k] if free[g] <= s][:n])
-                known = self._runs.get((j, picked), False)
+                known = self._memo.get((j, picked), False)
                 if known is False:
-                    known = self._runs[(j, picked)] = self._duration(j, picked)
+                    known = self._memo[(j, picked)] = self._duration(j, picked)
                 if known is None:
                     continue
                 d, ids = known

@@ -38,6 +38,8 @@ from typing import Any, Callable
 from baselines.families import resolve
 from formulations.budget import Budget
 from formulations.offline import bnb as offline_bnb
+from formulations.offline import free_gpus
+from formulations.offline import pooled as offline_pooled
 from formulations.offline.classes import trivial_bound
 from formulations.offline.concrete import concrete_options, enumerable
 from formulations.offline.greedy import offline_greedy
@@ -84,6 +86,12 @@ class PortfolioParams:
     cpsat_first_share: float = 1.0
     exact_first: bool = True          # False: enumerated instances take the rules below like any other
     race_max_s_per_job: float = 2.0
+    #: racing on a long queue (at least ``pooled_min_jobs`` jobs) where jobs may choose their GPUs: first, with every
+    #: thread and this share of the limit, CP-SAT on the pooled problem, whose order list-scheduled by the free-GPU
+    #: rule becomes the members' hint where it is better (:mod:`formulations.offline.pooled`; measured on PAL's
+    #: 160-job workloads, docs/history/oracle-offline-queues.md)
+    pooled_share: float = 0.25
+    pooled_min_jobs: int = 100
     #: small offline instances (:func:`_bnb_applies`): the exact branch and bound runs first with bnb_probe of the
     #: limit (it proves 10-job queues on 4 GPUs in seconds where the models prove none in 30 s); unfinished, the
     #: members get their share of the rest (hinted with its schedule), and it resumes with the last bnb_resume of
@@ -240,6 +248,12 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
         info["cpsat_first"] = cpsat_first
     if hint is None and warm:
         hint = _heuristic(inst, seed, time_limit)
+    if parallel and inst.problem == "offline" and _pooled_applies(inst, dl, p_):
+        pooled = offline_pooled.incumbent(inst, hint, dl.left() * p_.pooled_share, threads, seed, "auto")
+        info["pooled"] = pooled.objective if pooled.schedule is not None else None
+        if pooled.schedule is not None and (hint is None or pooled.objective < (replay_objective(inst, hint)
+                                                                                or math.inf)):
+            hint = pooled.schedule
     results: list[Result] = []
     if parallel:
         left = dl.left()
@@ -380,6 +394,12 @@ def _next_answer(q: Any, procs: list, give_up: float | None, poll_s: float) -> t
 def _better_than_hint(inst: Instance, r: Result, hint: Schedule) -> bool:
     v = replay_objective(inst, hint)
     return v is None or (r.objective is not None and r.objective < v)
+
+
+def _pooled_applies(inst: Instance, dl: Budget, p: PortfolioParams) -> bool:
+    """A long queue under a time limit, where run times depend on the GPUs alone (:func:`.free_gpus.applies`)."""
+    return (p.pooled_share > 0 and len(inst.jobs) >= p.pooled_min_jobs and dl.left() != math.inf
+            and free_gpus.applies(inst))
 
 
 def _bnb_applies(inst: Instance, p: PortfolioParams) -> bool:

@@ -167,6 +167,12 @@ class FreeGpus:
         (e, _, _), s, picked, ids = best
         return s, e, picked, ids
 
+    def alone(self, j: int) -> tuple[float, int] | None:
+        """Job j's run time and GPU count by the rule on an idle cluster (its shortest run here); None where it fits
+        no GPUs."""
+        placed = self._place(j, [0.0] * len(self.ids), 0.0)
+        return None if placed is None else (placed[1] - placed[0], len(placed[2]))
+
     def _duration(self, j: int, picked: tuple[int, ...]) -> tuple[float, tuple[str, ...]] | None:
         ids = tuple(sorted(self.ids[g] for g in picked))
         try:

@@ -1,0 +1,55 @@
+"""The pooled problem's order (formulations.offline.pooled): a start order for the free-GPU rule, its schedule
+replayed; ``auto`` takes it as the members' hint on long queues where it is better."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from formulations.offline import free_gpus, pooled
+from formulations.schedules import start_order
+from jctlab.generators import offline_instance
+from jctlab.replay import replay
+from oracle import portfolio
+from oracle.dispatch import dispatch
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+#: jobs of 1-8 GPUs queueing on three nodes of 4 V100s
+QUEUE = offline_instance(gpus=12, nodes=3, jobs=14, types=("v100",), interarrival_s=120, duration_h=(0.05, 2),
+                         max_size=8, elastic=0.0, seed=5)
+
+
+def test_the_pooled_order_is_list_scheduled_by_the_free_gpu_rule():
+    """The result is the rule's schedule of its own start order (so exact and replayed), and no worse than the
+    rule's schedule of the arrival order here."""
+    inst = QUEUE
+    inc = pooled.incumbent(inst, None, 2.0, 1, 0, "test")
+    assert inc.found
+    rep = replay(inst, inc.schedule)
+    assert rep.valid and rep.objective == pytest.approx(inc.objective, rel=1e-12)
+    order = start_order(inst, inc.schedule)
+    by_job = {sg.job: (sg.start, sg.alloc) for sg in inc.schedule.segments}
+    assert {sg.job: (sg.start, sg.alloc) for sg in free_gpus.list_schedule(inst, order, "test").segments} == by_job
+    arrival = sorted(range(len(inst.jobs)), key=lambda j: (inst.jobs[j].arrival, j))
+    assert inc.objective <= free_gpus.incumbent(inst, arrival, "test").objective + 1e-9
+
+
+def test_no_pooled_schedule_where_the_rule_does_not_apply():
+    inst = offline_instance(gpus=8, nodes=2, jobs=6, ps=True, seed=1)
+    assert not pooled.incumbent(inst, None, 1.0, 1, 0, "test").found
+
+
+def test_auto_hands_the_pooled_schedule_to_its_racing_members_where_it_is_better():
+    """With the job threshold lowered to this queue, ``auto`` with 2 threads races its members after the pooled
+    step: it records the pooled schedule's objective, and returns no worse a schedule (the hint is a candidate)."""
+    inst = QUEUE
+    params = portfolio.PortfolioParams(exact_first=False, race_max_s_per_job=math.inf, pooled_min_jobs=1)
+    r = portfolio.portfolio(inst, time_limit=8, threads=2, member=dispatch, params=params)
+    assert r.params["parallel"] is True and r.params["queue"] is True
+    assert r.params["pooled"] is not None and math.isfinite(r.params["pooled"])
+    assert r.objective <= r.params["pooled"] + 1e-6
+    assert replay(inst, r.schedule).objective == pytest.approx(r.objective, rel=1e-9)
+    off = portfolio.PortfolioParams(exact_first=False, race_max_s_per_job=math.inf)     # 14 jobs: below the default
+    assert "pooled" not in portfolio.portfolio(inst, time_limit=6, threads=2, member=dispatch, params=off).params

@@ -2,9 +2,9 @@
 
 Why. On long queues the free-GPU climb (:mod:`.free_gpus`) ends where its start order leads it, and the orders
 of the list-scheduling searches lead it to local optima well above what the jobs allow: on PAL's 16-node
-workloads, the order of CP-SAT's solution to the pooled problem below, list-scheduled by the rule and climbed,
-ends 2-7 % below the climb from the searches' order in the same time (docs/history/oracle-offline-queues.md,
-"The pooled problem's order").
+workloads, the order of CP-SAT's solution to the pooled problem below (two workers, 8 s), list-scheduled by the
+rule and climbed, ends 2-7 % below the climb from the searches' order in the same time on five of six cases; on
+the 8-node ones 0.4-1.8 % above (docs/history/oracle-offline-queues.md, "`auto`'s pooled step").
 
 Model. Each job an interval of its shortest run by the rule on an idle cluster (:meth:`.free_gpus.FreeGpus.alone`,
 seconds rounded up), from its arrival, demanding its GPU count of one cumulative of the cluster's GPUs; minimise

@@ -10,6 +10,7 @@ import pytest
 from formulations.offline import free_gpus, pooled
 from formulations.schedules import start_order
 from jctlab.generators import offline_instance
+from jctlab.model import Instance
 from jctlab.replay import replay
 from oracle import portfolio
 from oracle.dispatch import dispatch
@@ -53,3 +54,18 @@ def test_auto_hands_the_pooled_schedule_to_its_racing_members_where_it_is_better
     assert replay(inst, r.schedule).objective == pytest.approx(r.objective, rel=1e-9)
     off = portfolio.PortfolioParams(exact_first=False, race_max_s_per_job=math.inf)     # 14 jobs: below the default
     assert "pooled" not in portfolio.portfolio(inst, time_limit=6, threads=2, member=dispatch, params=off).params
+
+
+def test_the_pooled_model_minimises_the_instances_objective():
+    """Two jobs released together on one GPU, the longer one of weight 100: under ``weighted_jct`` the pooled order
+    runs it first (Smith's rule); under ``mean_jct`` the shorter one goes first (SPT)."""
+    d = offline_instance(gpus=1, nodes=1, jobs=2, types=("v100",), max_size=1, elastic=0.0, seed=0,
+                         objective="weighted_jct").to_dict()
+    for k, job in enumerate(d["jobs"]):
+        job["arrival"], job["sizes"] = 0.0, [1]
+        job["iterations"] = (10 if k == 0 else 1) * d["jobs"][1]["iterations"]
+        job["weight"] = 100.0 if k == 0 else 1.0
+    weighted = Instance.from_dict(d)
+    plain = Instance.from_dict({**d, "objective": "mean_jct"})
+    assert start_order(weighted, pooled.incumbent(weighted, None, 5.0, 1, 0, "test").schedule) == [0, 1]
+    assert start_order(plain, pooled.incumbent(plain, None, 5.0, 1, 0, "test").schedule) == [1, 0]

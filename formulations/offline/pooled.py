@@ -8,10 +8,11 @@ the 8-node ones 0.4-1.8 % above (docs/history/oracle-offline-queues.md, "`auto`'
 
 Model. Each job an interval of its shortest run by the rule on an idle cluster (:meth:`.free_gpus.FreeGpus.alone`,
 seconds rounded up), from its arrival, demanding its GPU count of one cumulative of the cluster's GPUs; minimise
-the sum of ends; hinted with a schedule's starts. It ignores which GPUs are free and the locality penalty a job
-pays when the rule spreads it, so it is neither a bound nor a schedule: its start order is list-scheduled by the
-rule, and that schedule (replayed) is the result. CP-SAT needs its portfolio of workers here (with one worker it
-stays near its hint), so it is for callers with two threads or more.
+the instance's objective (the weighted sum of ends, or the last end); hinted with a schedule's starts. It ignores
+which GPUs are free and the locality penalty a job pays when the rule spreads it, so it is neither a bound nor a
+schedule: its start order is list-scheduled by the rule, and that schedule (replayed) is the result. CP-SAT needs
+its portfolio of workers here (with one worker it stays near its hint), so it is for callers with two threads or
+more.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from jctlab.model import Instance, Schedule
 
 from ..results import NO_INCUMBENT, Incumbent
 from . import free_gpus
+from .cpsat_model import int_weights
 
 
 def incumbent(inst: Instance, hint: Schedule | None, time_limit: float, threads: int, seed: int,
@@ -48,7 +50,12 @@ def incumbent(inst: Instance, hint: Schedule | None, time_limit: float, threads:
         starts.append(s)
         ends.append(e)
     m.add_cumulative(intervals, [a[1] for a in alone], len(fg.ids))   # type: ignore[index]
-    m.minimize(sum(ends))
+    if inst.objective == "makespan":
+        last = m.new_int_var(0, horizon + max(dur), "last")
+        m.add_max_equality(last, ends)
+        m.minimize(last)
+    else:
+        m.minimize(sum(w * e for w, e in zip(int_weights(inst)[0], ends)))
     if hint is not None:
         at = {sg.job: sg.start for sg in hint.segments}
         for j, job in enumerate(inst.jobs):

@@ -18,6 +18,9 @@ an offline queue with one thread the order is reversed, HiGHS first with ``queue
 process does not; on a queue neither proves, and HiGHS' list-scheduling incumbents and CP-SAT's LP bounds are
 best combined.) The shared hint is the market matching (``matching.methods.matching``), else the greedy;
 the queue test's preemptive LP is handed to the offline members (``Shared``), which then do not compute it again.
+On a long queue whose run times depend on the GPUs alone (at least ``pooled_min_jobs`` jobs), a race starts with
+the pooled step (every thread, ``pooled_share`` of the limit; its schedule becomes the hint where it is better),
+and then HiGHS races the free-GPU climb (:func:`_climb`) instead of CP-SAT (``pooled_climb``).
 Preemptive instances reach :mod:`oracle.preemptive` through the dispatcher (with ``auto`` as its offline
 member); called directly, the portfolio hands them to its CP-SAT member.
 
@@ -46,7 +49,7 @@ from formulations.offline.greedy import offline_greedy
 from formulations.offline.options import binding_resources
 from formulations.offline.pipeline import OfflineParams, Shared, preemptive_lb
 from formulations.results import checked_bound, result_of_schedule, solver_versions
-from formulations.schedules import replay_objective, static_schedule
+from formulations.schedules import replay_objective, start_order, static_schedule
 from formulations.special.bound import release_shift_bound
 from formulations.static.candidates import enumerate_candidates
 from formulations.static.greedy import static_greedy
@@ -60,6 +63,8 @@ from jctlab.simulate import PolicyError, simulate
 from .cache import from_payload, to_payload
 
 MEMBERS = ("cpsat", "milp")
+#: the member that races beside HiGHS after the pooled step, in CP-SAT's place (:func:`_climb`)
+CLIMB = "free-gpus"
 #: imported once by the fork server, so that a race's members start in a fraction of a second, not ~1 s
 PRELOAD = ("formulations.static.cpsat", "formulations.static.milp", "formulations.offline.cpsat",
            "formulations.offline.milp", "oracle.methods")
@@ -92,6 +97,10 @@ class PortfolioParams:
     #: 160-job workloads, docs/history/oracle-offline-queues.md)
     pooled_share: float = 0.25
     pooled_min_jobs: int = 100
+    #: ... and then the race is HiGHS beside the free-GPU climb (:func:`_climb`) instead of CP-SAT: there the two
+    #: offline members compute the same Lagrangian bound, and every schedule they gain comes from the climb, which
+    #: CP-SAT's pipeline gives 2 s of its limit (docs/history/oracle-offline-queues.md, "The climb as a member")
+    pooled_climb: bool = True
     #: small offline instances (:func:`_bnb_applies`): the exact branch and bound runs first with bnb_probe of the
     #: limit (it proves 10-job queues on 4 GPUs in seconds where the models prove none in 30 s); unfinished, the
     #: members get their share of the rest (hinted with its schedule), and it resumes with the last bnb_resume of
@@ -115,10 +124,23 @@ def _member(member: Member, name: str, inst: Instance, time_limit: float | None,
             hint: Schedule | None, warm: bool, pre_lb: float | None = None) -> Result:
     """One member's result; ``pre_lb``: the queue test's preemptive LP, handed to offline members so that they do
     not compute it again."""
+    if name == CLIMB:
+        return _climb(inst, time_limit, seed, hint)
     options: dict[str, Any] = {} if warm else {"warm": False}
     if pre_lb is not None and math.isfinite(pre_lb):
         options["shared"] = Shared(preemptive_lp=pre_lb)
     return member(name, inst, time_limit, threads, seed, hint, options)
+
+
+def _climb(inst: Instance, time_limit: float | None, seed: int, hint: Schedule | None) -> Result:
+    """The free-GPU climb with restarts (:func:`.free_gpus.climb`) from the hint's start order for the whole limit,
+    as a member: a schedule and no bound. Its moves draw from ``seed + 1``, not the stream of the MILP member's own
+    climb (its last phase, from ``seed``), so that the two climbs do not retrace each other."""
+    t0 = time.perf_counter()
+    order = None if hint is None else start_order(inst, hint)
+    until = None if time_limit is None else t0 + time_limit
+    best = None if order is None else free_gpus.climb(inst, order, until, CLIMB, seed + 1, restart=True).schedule
+    return result_of_schedule(inst, CLIMB, best, None, t0, CLIMB)
 
 
 def _member_proc(member: Member, name: str, inst_d: dict, time_limit: float | None, threads: int, seed: int,
@@ -239,8 +261,9 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
     # a daemonic process (a worker of a multiprocessing pool) may not start processes: members in turn
     parallel = (threads >= 2 and long_enough and not mp.current_process().daemon and not cpsat_first
                 and (inst.problem != "offline" or bool(on_queue)))
+    pooled_step = parallel and inst.problem == "offline" and _pooled_applies(inst, dl, p_)
     # in turn on a queue: HiGHS first (its list-scheduling incumbents and class MILP beat CP-SAT there)
-    members = MEMBERS[::-1] if on_queue else MEMBERS
+    members = (("milp", CLIMB) if pooled_step and p_.pooled_climb else MEMBERS[::-1] if on_queue else MEMBERS)
     info: dict[str, Any] = {"members": ["bnb"] * (search is not None) + list(members), "time_limit": time_limit,
                             "threads": threads, "seed": seed, "versions": solver_versions(), "parallel": parallel}
     if inst.problem == "offline":
@@ -248,7 +271,7 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
         info["cpsat_first"] = cpsat_first
     if hint is None and warm:
         hint = _heuristic(inst, seed, time_limit)
-    if parallel and inst.problem == "offline" and _pooled_applies(inst, dl, p_):
+    if pooled_step:
         pooled = offline_pooled.incumbent(inst, hint, dl.left() * p_.pooled_share, threads, seed, "auto")
         info["pooled"] = pooled.objective if pooled.schedule is not None else None
         if pooled.schedule is not None and (hint is None or pooled.objective < (replay_objective(inst, hint)

@@ -49,11 +49,29 @@ def test_auto_hands_the_pooled_schedule_to_its_racing_members_where_it_is_better
     params = portfolio.PortfolioParams(exact_first=False, race_max_s_per_job=math.inf, pooled_min_jobs=1)
     r = portfolio.portfolio(inst, time_limit=8, threads=2, member=dispatch, params=params)
     assert r.params["parallel"] is True and r.params["queue"] is True
+    assert r.params["members"] == ["milp", portfolio.CLIMB]          # the climb races in CP-SAT's place
+    assert set(r.params["member_status"]) == {"milp-highs", portfolio.CLIMB}
     assert r.params["pooled"] is not None and math.isfinite(r.params["pooled"])
     assert r.objective <= r.params["pooled"] + 1e-6
     assert replay(inst, r.schedule).objective == pytest.approx(r.objective, rel=1e-9)
     off = portfolio.PortfolioParams(exact_first=False, race_max_s_per_job=math.inf)     # 14 jobs: below the default
-    assert "pooled" not in portfolio.portfolio(inst, time_limit=6, threads=2, member=dispatch, params=off).params
+    below = portfolio.portfolio(inst, time_limit=6, threads=2, member=dispatch, params=off).params
+    assert "pooled" not in below and below["members"] == ["milp", "cpsat"]
+
+
+def test_the_climb_member_returns_a_replayed_schedule_no_worse_than_its_hint_and_no_bound():
+    """The racing member that replaces CP-SAT after the pooled step: the free-GPU climb from the hint's start order,
+    its schedule replayed, never worse than the rule's list schedule of that order, with no bound of its own; the
+    same schedule from the same seed (without a limit it makes a fixed number of moves); nothing without a hint."""
+    inst = QUEUE
+    arrival = sorted(range(len(inst.jobs)), key=lambda j: (inst.jobs[j].arrival, j))
+    hint = free_gpus.list_schedule(inst, arrival, "hint")
+    r = portfolio._climb(inst, None, 0, hint)
+    assert r.solver == portfolio.CLIMB and r.lower_bound is None and r.status.value == "feasible"
+    assert replay(inst, r.schedule).objective == pytest.approx(r.objective, rel=1e-12)
+    assert r.objective <= free_gpus.incumbent(inst, arrival, "test").objective + 1e-9
+    assert r.schedule.segments == portfolio._climb(inst, None, 0, hint).schedule.segments
+    assert portfolio._climb(inst, 5.0, 0, None).schedule is None
 
 
 def test_the_pooled_model_minimises_the_instances_objective():

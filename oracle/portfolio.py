@@ -20,7 +20,8 @@ best combined.) The shared hint is the market matching (``matching.methods.match
 the queue test's preemptive LP is handed to the offline members (``Shared``), which then do not compute it again.
 On a long queue whose run times depend on the GPUs alone (at least ``pooled_min_jobs`` jobs), a race starts with
 the pooled step (every thread, ``pooled_share`` of the limit; its schedule becomes the hint where it is better),
-and then HiGHS races the free-GPU climb (:func:`_climb`) instead of CP-SAT (``pooled_climb``).
+and then, on a cluster of one GPU type, HiGHS races the free-GPU climb (:func:`_climb`) instead of CP-SAT
+(``pooled_climb``).
 Preemptive instances reach :mod:`oracle.preemptive` through the dispatcher (with ``auto`` as its offline
 member); called directly, the portfolio hands them to its CP-SAT member.
 
@@ -97,9 +98,11 @@ class PortfolioParams:
     #: 160-job workloads, docs/history/oracle-offline-queues.md)
     pooled_share: float = 0.25
     pooled_min_jobs: int = 100
-    #: ... and then the race is HiGHS beside the free-GPU climb (:func:`_climb`) instead of CP-SAT: there the two
-    #: offline members compute the same Lagrangian bound, and every schedule they gain comes from the climb, which
-    #: CP-SAT's pipeline gives 2 s of its limit (docs/history/oracle-offline-queues.md, "The climb as a member")
+    #: ... and then, on a cluster of one GPU type, the race is HiGHS beside the free-GPU climb (:func:`_climb`)
+    #: instead of CP-SAT: there the two offline members compute the same Lagrangian bound, and every schedule they
+    #: gain comes from the climb, which CP-SAT's pipeline gives 2 s of its limit. With several types the rule's
+    #: climb ends above the local search, and CP-SAT's bound was the higher one (docs/history/oracle-offline-queues.md,
+    #: "The climb as a member")
     pooled_climb: bool = True
     #: small offline instances (:func:`_bnb_applies`): the exact branch and bound runs first with bnb_probe of the
     #: limit (it proves 10-job queues on 4 GPUs in seconds where the models prove none in 30 s); unfinished, the
@@ -263,7 +266,8 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
                 and (inst.problem != "offline" or bool(on_queue)))
     pooled_step = parallel and inst.problem == "offline" and _pooled_applies(inst, dl, p_)
     # in turn on a queue: HiGHS first (its list-scheduling incumbents and class MILP beat CP-SAT there)
-    members = (("milp", CLIMB) if pooled_step and p_.pooled_climb else MEMBERS[::-1] if on_queue else MEMBERS)
+    climb = pooled_step and p_.pooled_climb and len(inst.cluster.gpu_types) == 1
+    members = ("milp", CLIMB) if climb else MEMBERS[::-1] if on_queue else MEMBERS
     info: dict[str, Any] = {"members": ["bnb"] * (search is not None) + list(members), "time_limit": time_limit,
                             "threads": threads, "seed": seed, "versions": solver_versions(), "parallel": parallel}
     if inst.problem == "offline":

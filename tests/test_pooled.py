@@ -44,7 +44,8 @@ def test_no_pooled_schedule_where_the_rule_does_not_apply():
 
 def test_auto_hands_the_pooled_schedule_to_its_racing_members_where_it_is_better():
     """With the job threshold lowered to this queue, ``auto`` with 2 threads races its members after the pooled
-    step: it records the pooled schedule's objective, and returns no worse a schedule (the hint is a candidate)."""
+    step: it records the pooled schedule's objective, and returns no worse a schedule (the hint is a candidate).
+    On this one-type cluster the free-GPU climb races in CP-SAT's place; on two types CP-SAT stays."""
     inst = QUEUE
     params = portfolio.PortfolioParams(exact_first=False, race_max_s_per_job=math.inf, pooled_min_jobs=1)
     r = portfolio.portfolio(inst, time_limit=8, threads=2, member=dispatch, params=params)
@@ -54,6 +55,10 @@ def test_auto_hands_the_pooled_schedule_to_its_racing_members_where_it_is_better
     assert r.params["pooled"] is not None and math.isfinite(r.params["pooled"])
     assert r.objective <= r.params["pooled"] + 1e-6
     assert replay(inst, r.schedule).objective == pytest.approx(r.objective, rel=1e-9)
+    two_types = offline_instance(gpus=12, nodes=3, jobs=14, types=("v100", "k80"), interarrival_s=120,
+                                 duration_h=(0.05, 2), max_size=8, elastic=0.0, seed=5)
+    mixed = portfolio.portfolio(two_types, time_limit=6, threads=2, member=dispatch, params=params).params
+    assert mixed["queue"] is True and "pooled" in mixed and mixed["members"] == ["milp", "cpsat"]
     off = portfolio.PortfolioParams(exact_first=False, race_max_s_per_job=math.inf)     # 14 jobs: below the default
     below = portfolio.portfolio(inst, time_limit=6, threads=2, member=dispatch, params=off).params
     assert "pooled" not in below and below["members"] == ["milp", "cpsat"]

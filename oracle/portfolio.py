@@ -265,8 +265,8 @@ def portfolio(inst: Instance, *, time_limit: float | None = None, threads: int =
     parallel = (threads >= 2 and long_enough and not mp.current_process().daemon and not cpsat_first
                 and (inst.problem != "offline" or bool(on_queue)))
     pooled_step = parallel and inst.problem == "offline" and _pooled_applies(inst, dl, p_)
-    # in turn on a queue: HiGHS first (its list-scheduling incumbents and class MILP beat CP-SAT there)
     climb = pooled_step and p_.pooled_climb and len(inst.cluster.gpu_types) == 1
+    # in turn on a queue: HiGHS first (its list-scheduling incumbents and class MILP beat CP-SAT there)
     members = ("milp", CLIMB) if climb else MEMBERS[::-1] if on_queue else MEMBERS
     info: dict[str, Any] = {"members": ["bnb"] * (search is not None) + list(members), "time_limit": time_limit,
                             "threads": threads, "seed": seed, "versions": solver_versions(), "parallel": parallel}

@@ -105,7 +105,7 @@ def result_of_schedule(inst: Instance, method: str, schedule: Schedule | None, b
     return Result(sched, obj, bound, status, runtime, solver, version, params)
 
 
-def result_of_incumbent(best: Incumbent, lb: float, t0: float, solver: str, version: str, params: dict) -> Result:
+def result_of_incumbent(best: Incumbent, lb: float | None, t0: float, solver: str, version: str, params: dict) -> Result:
     """Result from the best incumbent (already replayed) and the proven bound ``lb``."""
     runtime = time.perf_counter() - t0
     if best.schedule is None:

@@ -49,7 +49,13 @@ from formulations.offline.concrete import concrete_options, enumerable
 from formulations.offline.greedy import offline_greedy
 from formulations.offline.options import binding_resources
 from formulations.offline.pipeline import OfflineParams, Shared, preemptive_lb
-from formulations.results import checked_bound, result_of_schedule, solver_versions
+from formulations.results import (
+    NO_INCUMBENT,
+    checked_bound,
+    result_of_incumbent,
+    result_of_schedule,
+    solver_versions,
+)
 from formulations.schedules import replay_objective, start_order, static_schedule
 from formulations.special.bound import release_shift_bound
 from formulations.static.candidates import enumerate_candidates
@@ -142,8 +148,8 @@ def _climb(inst: Instance, time_limit: float | None, seed: int, hint: Schedule |
     t0 = time.perf_counter()
     order = None if hint is None else start_order(inst, hint)
     until = None if time_limit is None else t0 + time_limit
-    best = None if order is None else free_gpus.climb(inst, order, until, CLIMB, seed + 1, restart=True).schedule
-    return result_of_schedule(inst, CLIMB, best, None, t0, CLIMB)
+    best = NO_INCUMBENT if order is None else free_gpus.climb(inst, order, until, CLIMB, seed + 1, restart=True)
+    return result_of_incumbent(best, None, t0, CLIMB, "", {})     # already replayed by the climb
 
 
 def _member_proc(member: Member, name: str, inst_d: dict, time_limit: float | None, threads: int, seed: int,
